@@ -1,0 +1,143 @@
+//! The binary encoding of a batch of records, used by the WAL.
+//!
+//! A batch stores each distinct resource, scope and metric description once
+//! and refers to them by index, so a 1,000-span batch from one service
+//! encodes its resource once. The body is postcard (a stable, compact serde
+//! format) compressed with zstd.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use skein_model::{MetricDesc, Resource, Scope};
+
+use crate::error::{Error, Result};
+use crate::record::Record;
+
+#[derive(Serialize)]
+struct WireOut<'a, R> {
+    resources: Vec<&'a Resource>,
+    scopes: Vec<&'a Scope>,
+    metrics: Vec<&'a MetricDesc>,
+    items: Vec<(u32, u32, u32, &'a R)>,
+}
+
+#[derive(Deserialize)]
+struct WireIn<R> {
+    resources: Vec<Resource>,
+    scopes: Vec<Scope>,
+    metrics: Vec<MetricDesc>,
+    items: Vec<(u32, u32, u32, R)>,
+}
+
+/// Interns `Arc`s by pointer, so records sharing one are encoded once.
+struct Interner<'a, T> {
+    by_ptr: HashMap<*const T, u32>,
+    list: Vec<&'a T>,
+}
+
+impl<'a, T> Interner<'a, T> {
+    fn new() -> Self {
+        Interner {
+            by_ptr: HashMap::new(),
+            list: Vec::new(),
+        }
+    }
+    fn intern(&mut self, a: &'a Arc<T>) -> u32 {
+        let ptr = Arc::as_ptr(a);
+        let next = self.list.len() as u32;
+        *self.by_ptr.entry(ptr).or_insert_with(|| {
+            self.list.push(&**a);
+            next
+        })
+    }
+}
+
+/// zstd level for WAL batches: the fastest level, as the WAL is short-lived.
+const WAL_ZSTD_LEVEL: i32 = 1;
+
+pub fn encode_batch<R: Record>(records: &[R]) -> Result<Vec<u8>> {
+    let mut resources = Interner::new();
+    let mut scopes = Interner::new();
+    let mut metrics = Interner::new();
+    let items = records
+        .iter()
+        .map(|r| {
+            let m = r.metric_desc().map_or(u32::MAX, |m| metrics.intern(m));
+            (resources.intern(r.resource()), scopes.intern(r.scope()), m, r)
+        })
+        .collect();
+    let wire = WireOut {
+        resources: resources.list,
+        scopes: scopes.list,
+        metrics: metrics.list,
+        items,
+    };
+    let raw = postcard::to_stdvec(&wire).map_err(|e| Error::Other(format!("encode batch: {e}")))?;
+    zstd::bulk::compress(&raw, WAL_ZSTD_LEVEL).map_err(|e| Error::io("compress batch", e))
+}
+
+/// The largest decompressed batch accepted, a guard against corrupt sizes.
+const MAX_BATCH_BYTES: usize = 1 << 30;
+
+pub fn decode_batch<R: Record>(bytes: &[u8]) -> Result<Vec<R>> {
+    let raw =
+        zstd::bulk::decompress(bytes, MAX_BATCH_BYTES).map_err(|e| Error::corrupt("batch", format!("zstd: {e}")))?;
+    let wire: WireIn<R> = postcard::from_bytes(&raw).map_err(|e| Error::corrupt("batch", format!("decode: {e}")))?;
+    let resources: Vec<Arc<Resource>> = wire.resources.into_iter().map(Arc::new).collect();
+    let scopes: Vec<Arc<Scope>> = wire.scopes.into_iter().map(Arc::new).collect();
+    let metrics: Vec<Arc<MetricDesc>> = wire.metrics.into_iter().map(Arc::new).collect();
+    wire.items
+        .into_iter()
+        .map(|(ri, si, mi, mut r)| {
+            let res = resources.get(ri as usize).cloned();
+            let scope = scopes.get(si as usize).cloned();
+            let (Some(res), Some(scope)) = (res, scope) else {
+                return Err(Error::corrupt("batch", "record refers to a missing resource or scope"));
+            };
+            let metric = if mi == u32::MAX {
+                None
+            } else {
+                Some(
+                    metrics
+                        .get(mi as usize)
+                        .cloned()
+                        .ok_or_else(|| Error::corrupt("batch", "point refers to a missing metric"))?,
+                )
+            };
+            r.attach(res, scope, metric);
+            Ok(r)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testdata;
+
+    #[test]
+    fn batches_round_trip_and_share_resources() {
+        let spans = testdata::spans(3, 4);
+        let bytes = encode_batch(&spans).unwrap();
+        let back: Vec<skein_model::Span> = decode_batch(&bytes).unwrap();
+        assert_eq!(back, spans);
+        assert!(Arc::ptr_eq(&back[0].resource, &back[1].resource) || back[0].resource != back[1].resource);
+        let logs = testdata::logs(10);
+        assert_eq!(
+            decode_batch::<skein_model::LogRecord>(&encode_batch(&logs).unwrap()).unwrap(),
+            logs
+        );
+        let points = testdata::metric_points(10);
+        assert_eq!(
+            decode_batch::<skein_model::MetricPoint>(&encode_batch(&points).unwrap()).unwrap(),
+            points
+        );
+    }
+
+    #[test]
+    fn garbage_is_reported_as_corrupt() {
+        let err = decode_batch::<skein_model::Span>(b"not zstd").unwrap_err();
+        assert!(err.to_string().starts_with("corrupt batch"), "{err}");
+    }
+}

@@ -1,0 +1,284 @@
+//! Compaction: merging runs of adjacent parts (adjacent in sequence order,
+//! so newer data stays in newer parts) into one, streaming.
+//!
+//! Memory is bounded: each input is read a batch at a time and the output
+//! writer holds one row group. Duplicates are resolved here: an identical
+//! `(time, key)` from two inputs keeps the newer input's copy, and a span
+//! whose key reappears in a newer input with a different time (it was
+//! re-ingested) is dropped from the older input. Finding those needs only
+//! the traces present in more than one input, read from their `span_id`
+//! column.
+//!
+//! Crash safety: the output is durable before it is installed, and it names
+//! its inputs in `replaces`; inputs are deleted only after installation, and
+//! recovery deletes any that a crash left behind.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use arrow_array::Array;
+use arrow_array::cast::AsArray;
+use skein_model::{LogRecord, MetricPoint, Span};
+
+use super::Inner;
+use super::tier::Stored;
+use crate::error::Result;
+use crate::part::{self, Part, PartMeta, PartWriter};
+use crate::record::{RecordKey, Signal};
+
+#[derive(Debug, Clone)]
+pub struct CompactionOptions {
+    pub enabled: bool,
+    /// Parts of one level merged at once.
+    pub fanout: usize,
+    /// Outputs are capped at this many rows.
+    pub max_part_rows: u64,
+    /// After this long without ingest, all adjacent small parts are merged.
+    pub idle_after: Duration,
+}
+
+impl Default for CompactionOptions {
+    fn default() -> Self {
+        CompactionOptions {
+            enabled: true,
+            fanout: 4,
+            max_part_rows: 20_000_000,
+            idle_after: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Picks the next run to merge: `fanout` adjacent parts of one level, or,
+/// when `settle` is set, the longest adjacent run that fits the row cap.
+pub fn pick(parts: &[Arc<Part>], opts: &CompactionOptions, settle: bool) -> Option<std::ops::Range<usize>> {
+    if parts.len() < 2 {
+        return None;
+    }
+    for start in 0..parts.len() {
+        let level = parts[start].meta.level;
+        let mut rows = 0;
+        let mut end = start;
+        while end < parts.len() && parts[end].meta.level == level && end - start < opts.fanout {
+            rows += parts[end].meta.rows;
+            end += 1;
+        }
+        if end - start == opts.fanout && rows <= opts.max_part_rows {
+            return Some(start..end);
+        }
+    }
+    if !settle {
+        return None;
+    }
+    let mut best: Option<std::ops::Range<usize>> = None;
+    for start in 0..parts.len() {
+        let mut rows = 0;
+        let mut end = start;
+        while end < parts.len() && rows + parts[end].meta.rows <= opts.max_part_rows {
+            rows += parts[end].meta.rows;
+            end += 1;
+        }
+        if end - start >= 2 && best.as_ref().is_none_or(|b| end - start > b.len()) {
+            best = Some(start..end);
+        }
+    }
+    best
+}
+
+impl Inner {
+    /// Runs merges until none applies; returns how many ran.
+    pub(super) fn compact(&self, settle: bool) -> Result<usize> {
+        if !self.opts.compaction.enabled {
+            return Ok(0);
+        }
+        let _one_at_a_time = self.compact_lock.lock();
+        let mut merges = 0;
+        loop {
+            let mut did = false;
+            for sig in Signal::ALL {
+                if self.stop.load(Ordering::SeqCst) {
+                    return Ok(merges);
+                }
+                let parts = self.state.read().parts(sig).clone();
+                let Some(run) = pick(&parts, &self.opts.compaction, settle) else {
+                    continue;
+                };
+                let inputs: Vec<Arc<Part>> = parts[run].to_vec();
+                let started = Instant::now();
+                match sig {
+                    Signal::Spans => self.merge::<Span>(&inputs)?,
+                    Signal::Logs => self.merge::<LogRecord>(&inputs)?,
+                    Signal::Metrics => self.merge::<MetricPoint>(&inputs)?,
+                }
+                self.compactions.fetch_add(1, Ordering::Relaxed);
+                self.compaction_nanos
+                    .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                merges += 1;
+                did = true;
+            }
+            if !did {
+                return Ok(merges);
+            }
+        }
+    }
+
+    fn merge<R: Stored>(&self, inputs: &[Arc<Part>]) -> Result<()> {
+        let meta = PartMeta {
+            format_version: part::FORMAT_VERSION,
+            signal: R::SIGNAL,
+            id: self.next_part_id.fetch_add(1, Ordering::SeqCst),
+            rows: 0,
+            min_time: 0,
+            max_time: 0,
+            min_seq: inputs.iter().map(|p| p.meta.min_seq).min().unwrap_or(0),
+            max_seq: inputs.iter().map(|p| p.meta.max_seq).max().unwrap_or(0),
+            covers_seq: inputs.iter().map(|p| p.meta.covers_seq).max().unwrap_or(0),
+            replaces: inputs.iter().map(|p| p.meta.id).collect(),
+            level: inputs.iter().map(|p| p.meta.level).max().unwrap_or(0) + 1,
+            created_unix_ms: 0,
+        };
+        let shadowed = if R::SIGNAL == Signal::Spans {
+            shadowed_rows(inputs)?
+        } else {
+            HashSet::new()
+        };
+        let mut writer = PartWriter::<R>::new(self.store.clone(), meta, &self.opts.writer)?;
+        merge_into(inputs, &shadowed, &mut writer)?;
+        let output = Arc::new(writer.finish()?);
+        let ids: HashSet<u64> = inputs.iter().map(|p| p.meta.id).collect();
+        {
+            let mut st = self.state.write();
+            let list = &mut st.parts[R::SIGNAL.index()];
+            let pos = list.iter().position(|p| ids.contains(&p.meta.id)).unwrap_or(list.len());
+            list.retain(|p| !ids.contains(&p.meta.id));
+            list.insert(pos.min(list.len()), output);
+        }
+        for id in ids {
+            self.store.remove(&part::parquet_name(R::SIGNAL, id))?;
+            self.store.remove(&part::index_name(R::SIGNAL, id))?;
+        }
+        Ok(())
+    }
+}
+
+/// One input being merged: decoded batches and its next row number.
+struct Input<R> {
+    batches: Box<dyn Iterator<Item = Result<Vec<R>>>>,
+    buffer: VecDeque<R>,
+    row: u32,
+}
+
+impl<R: Stored> Input<R> {
+    fn peek(&mut self) -> Result<Option<&R>> {
+        while self.buffer.is_empty() {
+            match self.batches.next() {
+                Some(b) => self.buffer.extend(b?),
+                None => return Ok(None),
+            }
+        }
+        Ok(self.buffer.front())
+    }
+}
+
+fn merge_into<R: Stored>(inputs: &[Arc<Part>], shadowed: &HashSet<(usize, u32)>, w: &mut PartWriter<R>) -> Result<()> {
+    let mut ins: Vec<Input<R>> = Vec::with_capacity(inputs.len());
+    for p in inputs {
+        ins.push(Input {
+            batches: Box::new(p.scan::<R>(2048)?),
+            buffer: VecDeque::new(),
+            row: 0,
+        });
+    }
+    // Min-heap on (time, key); on ties the newer input (higher index) first.
+    let mut heap: BinaryHeap<Reverse<(u64, RecordKey, Reverse<usize>)>> = BinaryHeap::new();
+    for (i, input) in ins.iter_mut().enumerate() {
+        if let Some(r) = input.peek()? {
+            heap.push(Reverse((r.time(), r.key(), Reverse(i))));
+        }
+    }
+    let mut last: Option<(u64, RecordKey)> = None;
+    while let Some(Reverse((time, key, Reverse(i)))) = heap.pop() {
+        let input = &mut ins[i];
+        let Some(r) = input.buffer.pop_front() else { continue };
+        let row = input.row;
+        input.row += 1;
+        if let Some(next) = input.peek()? {
+            heap.push(Reverse((next.time(), next.key(), Reverse(i))));
+        }
+        if last == Some((time, key)) || shadowed.contains(&(i, row)) {
+            continue;
+        }
+        last = Some((time, key));
+        w.push(Arc::new(r))?;
+    }
+    Ok(())
+}
+
+/// Rows of older inputs whose span also exists in a newer input.
+fn shadowed_rows(inputs: &[Arc<Part>]) -> Result<HashSet<(usize, u32)>> {
+    // Traces present in more than one input, by a merge of sorted id lists.
+    let mut count: HashMap<u128, Vec<usize>> = HashMap::new();
+    let lists: Vec<&[u128]> = inputs.iter().map(|p| p.index.traces.ids()).collect();
+    let mut pos = vec![0usize; lists.len()];
+    while let Some(min) = (0..lists.len()).filter_map(|i| lists[i].get(pos[i])).min().copied() {
+        let holders: Vec<usize> = (0..lists.len())
+            .filter(|&i| lists[i].get(pos[i]) == Some(&min))
+            .collect();
+        for &i in &holders {
+            pos[i] += 1;
+        }
+        if holders.len() > 1 {
+            count.insert(min, holders);
+        }
+    }
+    if count.is_empty() {
+        return Ok(HashSet::new());
+    }
+    // For each input: the rows of shared traces and their span ids.
+    let mut keys_by_input: Vec<HashMap<(u128, u64), u32>> = vec![HashMap::new(); inputs.len()];
+    for (i, p) in inputs.iter().enumerate() {
+        let mut rows: Vec<(u32, u128)> = count
+            .iter()
+            .filter(|(_, holders)| holders.contains(&i))
+            .flat_map(|(t, _)| p.index.traces.rows_of(*t).iter().map(move |r| (*r, *t)))
+            .collect();
+        rows.sort_unstable();
+        let row_ids: Vec<u32> = rows.iter().map(|(r, _)| *r).collect();
+        let mut k = 0;
+        for b in p.read_row_columns(&["span_id"], &row_ids)? {
+            let Some(col) = b.column_by_name("span_id").and_then(|c| c.as_fixed_size_binary_opt()) else {
+                continue;
+            };
+            for j in 0..col.len() {
+                let span = u64::from_be_bytes(col.value(j).try_into().unwrap_or_default());
+                let (row, trace) = rows[k];
+                keys_by_input[i].insert((trace, span), row);
+                k += 1;
+            }
+        }
+    }
+    let mut shadowed = HashSet::new();
+    for i in 0..inputs.len() {
+        for (key, row) in &keys_by_input[i] {
+            if keys_by_input[i + 1..].iter().any(|m| m.contains_key(key)) {
+                shadowed.insert((i, *row));
+            }
+        }
+    }
+    Ok(shadowed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pick_prefers_full_levels_then_settles() {
+        // Tested through the engine (it needs real parts); here only the
+        // degenerate cases.
+        let opts = CompactionOptions::default();
+        assert!(pick(&[], &opts, true).is_none());
+    }
+}

@@ -1,0 +1,561 @@
+//! The engine: ingest through the WAL into the hot tier, flush to parts,
+//! compact, and answer queries over all of it.
+//!
+//! # Ingest and the gate
+//! An ingest holds the *gate* (a read lock) from the moment the WAL assigns
+//! its sequence numbers until its records are in the active tier. Freezing
+//! the tier takes the gate exclusively, so when a tier is frozen every
+//! sequence number below its boundary is inside it (or older): that is what
+//! lets its parts claim `covers_seq` and lets WAL segments go once flushed.
+//!
+//! # Crash safety
+//! Acknowledged batches are in the WAL (fsynced in the default mode). Parts
+//! are written temp → fsync → rename → fsync dir and record which sequence
+//! numbers they cover, so recovery replays exactly the WAL records no part
+//! holds. Compaction outputs name the parts they replace; recovery deletes
+//! replaced parts left by a crash before the output was installed... or
+//! after: either way one copy of each record remains.
+
+mod compact;
+mod recovery;
+pub mod tier;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+use serde::Serialize;
+use skein_model::{LogRecord, MetricPoint, Span, TraceId};
+
+pub use compact::CompactionOptions;
+use tier::{Frozen, State, Stored, Tier};
+
+use crate::codec;
+use crate::error::{Error, Result};
+use crate::fsutil::DirLock;
+use crate::part::{PartMeta, PartWriter, WriterOptions};
+use crate::query::aggregate::{self, Anomaly, OperationSummary, ServiceSummary, Summary, Window};
+use crate::query::explain::Explain;
+use crate::query::filter::{LogQuery, MetricQuery, SpanQuery};
+use crate::query::search::{self, SearchResult};
+use crate::record::Signal;
+use crate::storage::PartStore;
+use crate::validate::Limits;
+use crate::wal::{Durability, Wal};
+
+/// How the engine runs; every field has a sensible default.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    pub data_dir: PathBuf,
+    pub durability: Durability,
+    /// Freeze the hot tier past this many bytes (approximate). Default 64 MiB.
+    pub hot_max_bytes: usize,
+    /// …or once it is this old and not empty. Default 60 s.
+    pub hot_max_age: Duration,
+    /// Frozen tiers allowed to wait for flush before ingest waits (bounds memory).
+    pub max_frozen: usize,
+    pub compaction: CompactionOptions,
+    pub writer: WriterOptions,
+    pub limits: Limits,
+    /// Cut the WAL at corruption instead of refusing to start.
+    pub wal_salvage: bool,
+    /// Run flush and compaction in background threads. Off, they run only
+    /// when `flush`/`compact` are called (deterministic tests).
+    pub background: bool,
+}
+
+impl EngineOptions {
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        EngineOptions {
+            data_dir: data_dir.into(),
+            durability: Durability::Fsync,
+            hot_max_bytes: 64 << 20,
+            hot_max_age: Duration::from_secs(60),
+            max_frozen: 2,
+            compaction: CompactionOptions::default(),
+            writer: WriterOptions::default(),
+            limits: Limits::default(),
+            wal_salvage: false,
+            background: true,
+        }
+    }
+}
+
+/// The outcome of one ingest call.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct IngestReport {
+    pub accepted: u64,
+    pub rejected: u64,
+    /// Messages of the first rejections.
+    pub errors: Vec<String>,
+}
+
+/// A trace: its spans in start-time order.
+#[derive(Debug)]
+pub struct TraceResult {
+    pub spans: Vec<Arc<Span>>,
+    pub explain: Explain,
+}
+
+/// Counters and sizes, for `/api/v1/stats` and `/metrics`.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct EngineStats {
+    pub spans: u64,
+    pub logs: u64,
+    pub metric_points: u64,
+    pub hot_records: u64,
+    pub hot_bytes: u64,
+    pub frozen_tiers: u64,
+    pub parts: u64,
+    pub parts_by_signal: std::collections::BTreeMap<String, u64>,
+    pub part_bytes: u64,
+    pub wal_bytes: u64,
+    pub wal_segments: u64,
+    pub wal_fsyncs: u64,
+    pub wal_fsync_seconds: f64,
+    pub wal_appends: u64,
+    pub index_memory_bytes: u64,
+    pub flushes: u64,
+    pub compactions: u64,
+    pub compaction_seconds: f64,
+    pub next_seq: u64,
+    pub durability: String,
+}
+
+pub(crate) struct Inner {
+    opts: EngineOptions,
+    store: Arc<dyn PartStore>,
+    wal: Arc<Wal>,
+    _lock: DirLock,
+    gate: RwLock<()>,
+    state: RwLock<State>,
+    next_part_id: AtomicU64,
+    flush_lock: Mutex<()>,
+    compact_lock: Mutex<()>,
+    stop: Arc<AtomicBool>,
+    wake: Mutex<bool>,
+    wake_cv: Condvar,
+    flushed_cv: Condvar,
+    flushed_mx: Mutex<()>,
+    last_ingest: Mutex<Instant>,
+    flushes: AtomicU64,
+    compactions: AtomicU64,
+    compaction_nanos: AtomicU64,
+    background_error: Mutex<Option<String>>,
+}
+
+/// An open Skein data directory.
+pub struct Engine {
+    inner: Arc<Inner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Engine {
+    /// Opens (or creates) a data directory and recovers it to exactly the
+    /// acknowledged state.
+    pub fn open(opts: EngineOptions) -> Result<Engine> {
+        let inner = Arc::new(recovery::open(opts)?);
+        let engine = Engine {
+            inner,
+            threads: Mutex::new(Vec::new()),
+        };
+        if engine.inner.opts.background {
+            engine.spawn_background()?;
+        }
+        Ok(engine)
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.inner.opts.data_dir
+    }
+
+    pub fn options(&self) -> &EngineOptions {
+        &self.inner.opts
+    }
+
+    fn spawn_background(&self) -> Result<()> {
+        let mut threads = self.threads.lock();
+        if let Some(t) = self.inner.wal.spawn_ticker(self.inner.stop.clone()) {
+            threads.push(t);
+        }
+        let inner = self.inner.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("skein-flush".into())
+                .spawn(move || inner.flush_loop())
+                .map_err(|e| Error::io("spawn flush thread", e))?,
+        );
+        let inner = self.inner.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("skein-compact".into())
+                .spawn(move || inner.compact_loop())
+                .map_err(|e| Error::io("spawn compaction thread", e))?,
+        );
+        Ok(())
+    }
+
+    pub fn ingest_spans(&self, spans: Vec<Span>) -> Result<IngestReport> {
+        self.inner.ingest(spans)
+    }
+
+    pub fn ingest_logs(&self, logs: Vec<LogRecord>) -> Result<IngestReport> {
+        self.inner.ingest(logs)
+    }
+
+    pub fn ingest_metrics(&self, points: Vec<MetricPoint>) -> Result<IngestReport> {
+        self.inner.ingest(points)
+    }
+
+    fn state(&self) -> State {
+        self.inner.state.read().clone()
+    }
+
+    /// Every span of a trace, across the hot tier and parts.
+    pub fn get_trace(&self, trace_id: TraceId) -> Result<TraceResult> {
+        let sources = self.state().sources::<Span>();
+        let mut explain = Explain::new(Signal::Spans);
+        let mut spans = search::trace_records(&sources, trace_id.as_u128(), &mut explain)?;
+        spans.sort_by_key(|s| (s.start_time_unix_nano, s.span_id));
+        Ok(TraceResult { spans, explain })
+    }
+
+    /// Log records of a trace, oldest first.
+    pub fn trace_logs(&self, trace_id: TraceId) -> Result<Vec<Arc<LogRecord>>> {
+        let sources = self.state().sources::<LogRecord>();
+        let mut explain = Explain::new(Signal::Logs);
+        let mut logs = search::trace_records(&sources, trace_id.as_u128(), &mut explain)?;
+        logs.sort_by_key(|l| l.effective_time());
+        Ok(logs)
+    }
+
+    pub fn search_spans(&self, q: &SpanQuery) -> Result<SearchResult<Span>> {
+        search::search(&self.state().sources::<Span>(), q)
+    }
+
+    pub fn search_logs(&self, q: &LogQuery) -> Result<SearchResult<LogRecord>> {
+        search::search(&self.state().sources::<LogRecord>(), q)
+    }
+
+    pub fn search_metrics(&self, q: &MetricQuery) -> Result<SearchResult<MetricPoint>> {
+        search::search(&self.state().sources::<MetricPoint>(), q)
+    }
+
+    pub fn services(&self, w: Window) -> Result<(Vec<ServiceSummary>, Explain)> {
+        let mut ex = Explain::new(Signal::Spans);
+        let r = aggregate::services(&self.state().sources::<Span>(), w, &mut ex)?;
+        Ok((r, ex))
+    }
+
+    pub fn operations(&self, service: Option<&str>, w: Window) -> Result<(Vec<OperationSummary>, Explain)> {
+        let mut ex = Explain::new(Signal::Spans);
+        let r = aggregate::operations(&self.state().sources::<Span>(), w, service, &mut ex)?;
+        Ok((r, ex))
+    }
+
+    pub fn summary(&self, w: Window, service: Option<&str>) -> Result<(Summary, Explain)> {
+        let st = self.state();
+        let mut ex = Explain::new(Signal::Spans);
+        let r = aggregate::summary(
+            &st.sources::<Span>(),
+            &st.sources::<LogRecord>(),
+            &st.sources::<MetricPoint>(),
+            w,
+            service,
+            &mut ex,
+        )?;
+        Ok((r, ex))
+    }
+
+    pub fn anomalies(&self, current: Window, baseline: Window) -> Result<(Vec<Anomaly>, Explain)> {
+        let mut ex = Explain::new(Signal::Spans);
+        let r = aggregate::anomalies(&self.state().sources::<Span>(), current, baseline, &mut ex)?;
+        Ok((r, ex))
+    }
+
+    /// Freezes the hot tier and writes it to parts, synchronously.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.freeze(true)?;
+        self.inner.flush_frozen()
+    }
+
+    /// Merges parts until no more merges apply, synchronously.
+    pub fn compact(&self) -> Result<usize> {
+        self.inner.compact(true)
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        self.inner.stats()
+    }
+
+    /// The newest background failure (flush/compaction), if any.
+    pub fn background_error(&self) -> Option<String> {
+        self.inner.background_error.lock().clone()
+    }
+
+    /// Stops background work, flushes the hot tier to parts and syncs.
+    pub fn close(self) -> Result<()> {
+        self.shutdown(true)
+    }
+
+    fn shutdown(&self, flush: bool) -> Result<()> {
+        self.inner.stop.store(true, Ordering::SeqCst);
+        {
+            let mut w = self.inner.wake.lock();
+            *w = true;
+            self.inner.wake_cv.notify_all();
+        }
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+        self.inner.wal.sync()?;
+        if flush {
+            self.inner.freeze(true)?;
+            self.inner.flush_frozen()?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if !self.inner.stop.load(Ordering::SeqCst)
+            && let Err(e) = self.shutdown(false)
+        {
+            tracing::error!("engine shutdown: {e}");
+        }
+    }
+}
+
+impl Inner {
+    fn ingest<R: Stored>(&self, records: Vec<R>) -> Result<IngestReport> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(Error::Closed);
+        }
+        let mut report = IngestReport::default();
+        let mut accepted = Vec::with_capacity(records.len());
+        for (i, r) in records.into_iter().enumerate() {
+            match r.validate(&self.opts.limits) {
+                Ok(()) => accepted.push(r),
+                Err(e) => {
+                    report.rejected += 1;
+                    if report.errors.len() < skein_model::otlp::MAX_ERROR_MESSAGES {
+                        report.errors.push(format!(
+                            "{} {i}: {e}",
+                            &R::SIGNAL.as_str()[..R::SIGNAL.as_str().len() - 1]
+                        ));
+                    }
+                }
+            }
+        }
+        if accepted.is_empty() {
+            return Ok(report);
+        }
+        self.wait_for_room();
+        let body = codec::encode_batch(&accepted)?;
+        let n = accepted.len();
+        {
+            let _gate = self.gate.read();
+            let seq = self.wal.append(R::SIGNAL, n as u32, &body)?;
+            let active = self.state.read().active.clone();
+            R::table(&active).write().insert(accepted, seq);
+        }
+        report.accepted = n as u64;
+        *self.last_ingest.lock() = Instant::now();
+        if self.state.read().active.bytes() >= self.opts.hot_max_bytes {
+            if self.opts.background {
+                self.freeze(false)?;
+                self.wake();
+            } else {
+                self.freeze(false)?;
+                self.flush_frozen()?;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Bounds memory: while too many frozen tiers wait for flush, ingest waits.
+    fn wait_for_room(&self) {
+        if !self.opts.background {
+            return;
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut g = self.flushed_mx.lock();
+        while self.state.read().frozen.len() >= self.opts.max_frozen && Instant::now() < deadline {
+            self.wake();
+            self.flushed_cv.wait_for(&mut g, Duration::from_millis(50));
+        }
+    }
+
+    fn wake(&self) {
+        let mut w = self.wake.lock();
+        *w = true;
+        self.wake_cv.notify_all();
+    }
+
+    /// Freezes the active tier if it is non-empty and (unless `force`) over
+    /// its size or age threshold.
+    fn freeze(&self, force: bool) -> Result<bool> {
+        let _gate = self.gate.write();
+        let active = self.state.read().active.clone();
+        if active.is_empty() {
+            return Ok(false);
+        }
+        if !force && active.bytes() < self.opts.hot_max_bytes && active.created.elapsed() < self.opts.hot_max_age {
+            return Ok(false);
+        }
+        let boundary = self.wal.rotate()?;
+        let mut st = self.state.write();
+        st.frozen.push(Arc::new(Frozen { tier: active, boundary }));
+        st.active = Arc::new(Tier::new());
+        Ok(true)
+    }
+
+    /// Writes every frozen tier to parts, oldest first.
+    fn flush_frozen(&self) -> Result<()> {
+        let _one_at_a_time = self.flush_lock.lock();
+        loop {
+            let Some(frozen) = self.state.read().frozen.first().cloned() else {
+                return Ok(());
+            };
+            let parts = [
+                self.write_tier_part::<Span>(&frozen)?,
+                self.write_tier_part::<LogRecord>(&frozen)?,
+                self.write_tier_part::<MetricPoint>(&frozen)?,
+            ];
+            {
+                let mut st = self.state.write();
+                st.frozen.retain(|f| !Arc::ptr_eq(f, &frozen));
+                for (i, p) in parts.into_iter().enumerate() {
+                    if let Some(p) = p {
+                        st.parts[i].push(Arc::new(p));
+                    }
+                }
+            }
+            self.flushes.fetch_add(1, Ordering::Relaxed);
+            self.wal.remove_before(frozen.boundary)?;
+            let _g = self.flushed_mx.lock();
+            self.flushed_cv.notify_all();
+        }
+    }
+
+    fn write_tier_part<R: Stored>(&self, frozen: &Frozen) -> Result<Option<crate::part::Part>> {
+        let table = R::table(&frozen.tier).read();
+        if table.is_empty() {
+            return Ok(None);
+        }
+        let rows = table.sorted_live();
+        let meta = PartMeta {
+            format_version: crate::part::FORMAT_VERSION,
+            signal: R::SIGNAL,
+            id: self.next_part_id.fetch_add(1, Ordering::SeqCst),
+            rows: 0,
+            min_time: 0,
+            max_time: 0,
+            min_seq: table.min_seq(),
+            max_seq: table.max_seq(),
+            covers_seq: frozen.boundary.saturating_sub(1),
+            replaces: Vec::new(),
+            level: 0,
+            created_unix_ms: 0,
+        };
+        drop(table);
+        let mut w = PartWriter::<R>::new(self.store.clone(), meta, &self.opts.writer)?;
+        for r in rows {
+            w.push(r)?;
+        }
+        Ok(Some(w.finish()?))
+    }
+
+    fn record_background_error(&self, what: &str, e: Error) {
+        tracing::error!("{what}: {e}");
+        *self.background_error.lock() = Some(format!("{what}: {e}"));
+    }
+
+    fn flush_loop(&self) {
+        while !self.stop.load(Ordering::SeqCst) {
+            {
+                let mut w = self.wake.lock();
+                if !*w {
+                    self.wake_cv.wait_for(&mut w, Duration::from_millis(500));
+                }
+                *w = false;
+            }
+            if self.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            if let Err(e) = self.freeze(false) {
+                self.record_background_error("freeze", e);
+            }
+            if let Err(e) = self.flush_frozen() {
+                self.record_background_error("flush", e);
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+    }
+
+    fn compact_loop(&self) {
+        while !self.stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(500));
+            let idle = self.last_ingest.lock().elapsed() >= self.opts.compaction.idle_after;
+            if let Err(e) = self.compact(idle) {
+                self.record_background_error("compaction", e);
+                std::thread::sleep(Duration::from_secs(5));
+            }
+        }
+    }
+
+    fn stats(&self) -> EngineStats {
+        let st = self.state.read().clone();
+        let mut s = EngineStats {
+            durability: self.wal.durability().to_string(),
+            ..Default::default()
+        };
+        let hot = |t: &Tier| {
+            let (a, b, c) = (
+                t.spans.read().live_rows(),
+                t.logs.read().live_rows(),
+                t.metrics.read().live_rows(),
+            );
+            (a as u64, b as u64, c as u64, t.bytes() as u64)
+        };
+        let mut tiers = vec![st.active.clone()];
+        tiers.extend(st.frozen.iter().map(|f| f.tier.clone()));
+        for t in &tiers {
+            let (a, b, c, bytes) = hot(t);
+            s.spans += a;
+            s.logs += b;
+            s.metric_points += c;
+            s.hot_records += a + b + c;
+            s.hot_bytes += bytes;
+        }
+        s.frozen_tiers = st.frozen.len() as u64;
+        for sig in Signal::ALL {
+            let parts = st.parts(sig);
+            let rows: u64 = parts.iter().map(|p| p.meta.rows).sum();
+            match sig {
+                Signal::Spans => s.spans += rows,
+                Signal::Logs => s.logs += rows,
+                Signal::Metrics => s.metric_points += rows,
+            }
+            s.parts += parts.len() as u64;
+            s.parts_by_signal.insert(sig.as_str().to_string(), parts.len() as u64);
+            s.part_bytes += parts.iter().map(|p| p.file_bytes()).sum::<u64>();
+            s.index_memory_bytes += parts.iter().map(|p| p.memory_bytes() as u64).sum::<u64>();
+        }
+        let w = self.wal.stats();
+        s.wal_bytes = self.wal.disk_bytes();
+        s.wal_segments = w.segments as u64;
+        s.wal_fsyncs = w.fsyncs;
+        s.wal_fsync_seconds = w.fsync_nanos as f64 / 1e9;
+        s.wal_appends = w.appends;
+        s.flushes = self.flushes.load(Ordering::Relaxed);
+        s.compactions = self.compactions.load(Ordering::Relaxed);
+        s.compaction_seconds = self.compaction_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+        s.next_seq = self.wal.next_seq();
+        s
+    }
+}

@@ -1,0 +1,107 @@
+//! The engine's view of its data at one moment: the active hot tier, frozen
+//! tiers being flushed, and the parts of each signal.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::RwLock;
+use skein_model::{LogRecord, MetricPoint, Span};
+
+use crate::hot::MemTable;
+use crate::part::{Columnar, Part};
+use crate::query::search::Source;
+use crate::record::Signal;
+use crate::validate::Validate;
+
+/// One generation of hot data: a memtable per signal.
+pub struct Tier {
+    pub spans: Arc<RwLock<MemTable<Span>>>,
+    pub logs: Arc<RwLock<MemTable<LogRecord>>>,
+    pub metrics: Arc<RwLock<MemTable<MetricPoint>>>,
+    pub created: Instant,
+}
+
+impl Default for Tier {
+    fn default() -> Self {
+        Tier::new()
+    }
+}
+
+impl Tier {
+    pub fn new() -> Tier {
+        Tier {
+            spans: Default::default(),
+            logs: Default::default(),
+            metrics: Default::default(),
+            created: Instant::now(),
+        }
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.spans.read().bytes() + self.logs.read().bytes() + self.metrics.read().bytes()
+    }
+
+    pub fn live_rows(&self) -> usize {
+        self.spans.read().live_rows() + self.logs.read().live_rows() + self.metrics.read().live_rows()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live_rows() == 0
+    }
+}
+
+/// A tier no longer written to, waiting to become parts. Every record with a
+/// sequence number below `boundary` is in it or in an older tier or part.
+pub struct Frozen {
+    pub tier: Arc<Tier>,
+    pub boundary: u64,
+}
+
+#[derive(Clone)]
+pub struct State {
+    pub active: Arc<Tier>,
+    /// Oldest first.
+    pub frozen: Vec<Arc<Frozen>>,
+    /// Per signal, sorted by sequence numbers (oldest first).
+    pub parts: [Vec<Arc<Part>>; 3],
+}
+
+/// A record type the engine stores: ties it to its memtable and parts.
+pub trait Stored: Columnar + Validate {
+    fn table(t: &Tier) -> &Arc<RwLock<MemTable<Self>>>;
+}
+
+impl Stored for Span {
+    fn table(t: &Tier) -> &Arc<RwLock<MemTable<Self>>> {
+        &t.spans
+    }
+}
+impl Stored for LogRecord {
+    fn table(t: &Tier) -> &Arc<RwLock<MemTable<Self>>> {
+        &t.logs
+    }
+}
+impl Stored for MetricPoint {
+    fn table(t: &Tier) -> &Arc<RwLock<MemTable<Self>>> {
+        &t.metrics
+    }
+}
+
+impl State {
+    pub fn parts(&self, s: Signal) -> &Vec<Arc<Part>> {
+        &self.parts[s.index()]
+    }
+
+    /// All sources of a signal, newest first.
+    pub fn sources<R: Stored>(&self) -> Vec<Source<R>> {
+        let mut v = Vec::with_capacity(2 + self.frozen.len() + self.parts(R::SIGNAL).len());
+        v.push(Source::Mem(R::table(&self.active).clone()));
+        for f in self.frozen.iter().rev() {
+            v.push(Source::Mem(R::table(&f.tier).clone()));
+        }
+        for p in self.parts(R::SIGNAL).iter().rev() {
+            v.push(Source::Part(p.clone()));
+        }
+        v
+    }
+}

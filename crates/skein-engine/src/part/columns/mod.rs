@@ -1,0 +1,197 @@
+//! Each signal's Parquet column layout and its conversion from and to
+//! records.
+//!
+//! Layout rules: ids are fixed-size binary, times are `TIMESTAMP(NANOS, UTC)`,
+//! enums are small integers with OTLP's numbering, and anything nested
+//! (attributes, events, links, resource, scope, distributions) is a string
+//! column in the OTLP/JSON mapping — typed, lossless and readable by any
+//! engine with JSON functions (DuckDB: `attributes::JSON`). Empty lists are
+//! stored as NULL. Readers look columns up by name and treat a missing one
+//! as empty, so later format versions can add columns without a break.
+
+mod logs;
+mod metrics;
+mod spans;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float64Type, Int8Type, Int64Type, TimestampNanosecondType, UInt32Type, UInt64Type};
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, SchemaRef, TimeUnit};
+use skein_model::json::{OtlpAttrs, OtlpResource, OtlpScope, resource_from_json, scope_from_json, to_json_string};
+use skein_model::{KeyValue, Resource, Scope};
+
+use crate::error::{Error, Result};
+use crate::record::Record;
+
+pub use spans::SPAN_SUMMARY_COLUMNS;
+
+/// Version of the part layout, written into every part's metadata.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// A record type that can be stored in Parquet parts.
+pub trait Columnar: Record {
+    fn schema() -> SchemaRef;
+    fn to_batch(rows: &[&Self]) -> Result<RecordBatch>;
+    fn from_batch(batch: &RecordBatch) -> Result<Vec<Self>>;
+    /// Adds this record to its part's pre-aggregated statistics.
+    fn add_stats(&self, ix: &mut crate::part::index::IndexBuilder);
+}
+
+pub(crate) fn ts_type() -> DataType {
+    DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()))
+}
+
+pub(crate) fn field(name: &str, dt: DataType, nullable: bool) -> Field {
+    Field::new(name, dt, nullable)
+}
+
+pub(crate) fn json_or_null(attrs: &[KeyValue]) -> Option<String> {
+    (!attrs.is_empty()).then(|| to_json_string(&OtlpAttrs(attrs)))
+}
+
+/// Interns resource and scope JSON while building a batch: consecutive rows
+/// usually share them, so each distinct one is serialized once.
+#[derive(Default)]
+pub(crate) struct SharedJson {
+    resources: HashMap<*const Resource, Arc<str>>,
+    scopes: HashMap<*const Scope, Arc<str>>,
+}
+
+impl SharedJson {
+    pub fn resource(&mut self, r: &Arc<Resource>) -> Arc<str> {
+        self.resources
+            .entry(Arc::as_ptr(r))
+            .or_insert_with(|| to_json_string(&OtlpResource(r)).into())
+            .clone()
+    }
+    pub fn scope(&mut self, s: &Arc<Scope>) -> Arc<str> {
+        self.scopes
+            .entry(Arc::as_ptr(s))
+            .or_insert_with(|| to_json_string(&OtlpScope(s)).into())
+            .clone()
+    }
+}
+
+/// Parses resource and scope JSON while decoding a batch, once per distinct
+/// string, so the records of a batch share `Arc`s again.
+#[derive(Default)]
+pub(crate) struct SharedParse {
+    resources: HashMap<String, Arc<Resource>>,
+    scopes: HashMap<String, Arc<Scope>>,
+}
+
+impl SharedParse {
+    pub fn resource(&mut self, json: Option<&str>) -> Result<Arc<Resource>> {
+        let json = json.unwrap_or("{}");
+        if let Some(r) = self.resources.get(json) {
+            return Ok(r.clone());
+        }
+        let r = Arc::new(resource_from_json(&parse_json(json, "resource")?)?);
+        self.resources.insert(json.to_string(), r.clone());
+        Ok(r)
+    }
+    pub fn scope(&mut self, json: Option<&str>) -> Result<Arc<Scope>> {
+        let json = json.unwrap_or("{}");
+        if let Some(s) = self.scopes.get(json) {
+            return Ok(s.clone());
+        }
+        let s = Arc::new(scope_from_json(&parse_json(json, "scope")?)?);
+        self.scopes.insert(json.to_string(), s.clone());
+        Ok(s)
+    }
+}
+
+pub(crate) fn parse_json(text: &str, what: &str) -> Result<serde_json::Value> {
+    serde_json::from_str(text).map_err(|e| Error::corrupt(format!("part column {what}"), e.to_string()))
+}
+
+pub(crate) fn parse_attrs(text: Option<&str>) -> Result<Vec<KeyValue>> {
+    match text {
+        None => Ok(Vec::new()),
+        Some(t) => Ok(skein_model::json::attrs_from_json(&parse_json(t, "attributes")?)?),
+    }
+}
+
+/// Typed, by-name access to a batch's columns; a missing column reads as
+/// NULL everywhere (a part written before the column existed).
+pub(crate) struct Cols<'a> {
+    batch: &'a RecordBatch,
+}
+
+impl<'a> Cols<'a> {
+    pub fn new(batch: &'a RecordBatch) -> Self {
+        Cols { batch }
+    }
+
+    fn col(&self, name: &str) -> Option<&'a ArrayRef> {
+        self.batch.column_by_name(name)
+    }
+
+    fn check<T>(&self, name: &str, v: Option<T>) -> Result<Option<T>> {
+        match (self.col(name), v) {
+            (Some(_), None) => Err(Error::corrupt("part", format!("column {name} has an unexpected type"))),
+            (_, v) => Ok(v),
+        }
+    }
+
+    pub fn str(&self, name: &str) -> Result<Option<&'a arrow_array::StringArray>> {
+        self.check(name, self.col(name).and_then(|c| c.as_string_opt::<i32>()))
+    }
+    pub fn fixed(&self, name: &str) -> Result<Option<&'a arrow_array::FixedSizeBinaryArray>> {
+        self.check(name, self.col(name).and_then(|c| c.as_fixed_size_binary_opt()))
+    }
+    pub fn i64(&self, name: &str) -> Result<Option<&'a arrow_array::PrimitiveArray<Int64Type>>> {
+        self.check(name, self.col(name).and_then(|c| c.as_primitive_opt::<Int64Type>()))
+    }
+    pub fn ts(&self, name: &str) -> Result<Option<&'a arrow_array::PrimitiveArray<TimestampNanosecondType>>> {
+        self.check(
+            name,
+            self.col(name)
+                .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>()),
+        )
+    }
+    pub fn u32(&self, name: &str) -> Result<Option<&'a arrow_array::PrimitiveArray<UInt32Type>>> {
+        self.check(name, self.col(name).and_then(|c| c.as_primitive_opt::<UInt32Type>()))
+    }
+    pub fn u64(&self, name: &str) -> Result<Option<&'a arrow_array::PrimitiveArray<UInt64Type>>> {
+        self.check(name, self.col(name).and_then(|c| c.as_primitive_opt::<UInt64Type>()))
+    }
+    pub fn i8(&self, name: &str) -> Result<Option<&'a arrow_array::PrimitiveArray<Int8Type>>> {
+        self.check(name, self.col(name).and_then(|c| c.as_primitive_opt::<Int8Type>()))
+    }
+    pub fn f64(&self, name: &str) -> Result<Option<&'a arrow_array::PrimitiveArray<Float64Type>>> {
+        self.check(name, self.col(name).and_then(|c| c.as_primitive_opt::<Float64Type>()))
+    }
+    pub fn bool(&self, name: &str) -> Result<Option<&'a arrow_array::BooleanArray>> {
+        self.check(name, self.col(name).and_then(|c| c.as_boolean_opt()))
+    }
+}
+
+/// Row accessors that read NULL (or a missing column) as a default.
+pub(crate) fn get_str(a: Option<&arrow_array::StringArray>, i: usize) -> Option<&str> {
+    a.filter(|a| a.is_valid(i)).map(|a| a.value(i))
+}
+pub(crate) fn get_string(a: Option<&arrow_array::StringArray>, i: usize) -> String {
+    get_str(a, i).unwrap_or_default().to_string()
+}
+pub(crate) fn get_fixed(a: Option<&arrow_array::FixedSizeBinaryArray>, i: usize) -> Option<&[u8]> {
+    a.filter(|a| a.is_valid(i)).map(|a| a.value(i))
+}
+pub(crate) fn get_prim<T: arrow_array::ArrowPrimitiveType>(
+    a: Option<&arrow_array::PrimitiveArray<T>>,
+    i: usize,
+) -> Option<T::Native> {
+    a.filter(|a| a.is_valid(i)).map(|a| a.value(i))
+}
+
+/// Converts a validated u64 ns time to the i64 Parquet stores.
+pub(crate) fn ts(t: u64) -> i64 {
+    // Ingest rejects times beyond i64::MAX (skein_model::otlp::MAX_TIME_NS).
+    t.min(i64::MAX as u64) as i64
+}
+pub(crate) fn from_ts(t: Option<i64>) -> u64 {
+    t.unwrap_or(0).max(0) as u64
+}

@@ -1,0 +1,370 @@
+//! A part's sidecar index, kept in memory while the part is open: which rows
+//! hold which trace, postings of index terms, coarse time marks, and
+//! pre-aggregated statistics. It only ever narrows the rows a query reads;
+//! the rows themselves decide the answer.
+//!
+//! It is stored beside the part as `<id>.idx` (magic, version, CRC, zstd
+//! postcard) but is derived data: a missing or damaged sidecar is rebuilt
+//! from the Parquet file.
+
+use std::collections::{HashMap, HashSet};
+use std::io::Cursor;
+
+use roaring::RoaringBitmap;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::query::sketch::Sketch;
+use crate::terms::{IndexTerm, Term};
+
+/// A time mark is kept for every this-many rows.
+pub const TIME_MARK_STRIDE: u32 = 1024;
+
+/// Rows of each trace: `rows[offsets[i]..offsets[i+1]]` belong to `ids[i]`.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct TraceIndex {
+    ids: Vec<u128>,
+    offsets: Vec<u32>,
+    rows: Vec<u32>,
+}
+
+impl TraceIndex {
+    /// Builds from (trace, row) pairs in any order.
+    pub fn build(mut pairs: Vec<(u128, u32)>) -> TraceIndex {
+        pairs.sort_unstable();
+        let mut t = TraceIndex::default();
+        for (id, row) in pairs {
+            if t.ids.last() != Some(&id) {
+                t.ids.push(id);
+                t.offsets.push(t.rows.len() as u32);
+            }
+            t.rows.push(row);
+        }
+        t.offsets.push(t.rows.len() as u32);
+        t
+    }
+
+    pub fn rows_of(&self, trace: u128) -> &[u32] {
+        match self.ids.binary_search(&trace) {
+            Ok(i) => &self.rows[self.offsets[i] as usize..self.offsets[i + 1] as usize],
+            Err(_) => &[],
+        }
+    }
+
+    pub fn contains(&self, trace: u128) -> bool {
+        self.ids.binary_search(&trace).is_ok()
+    }
+
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    pub fn ids(&self) -> &[u128] {
+        &self.ids
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.ids.len() * 16 + self.offsets.len() * 4 + self.rows.len() * 4
+    }
+}
+
+/// Per (service, operation) span statistics of a part.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct OpStats {
+    pub service: String,
+    pub name: String,
+    pub count: u64,
+    pub errors: u64,
+    pub roots: u64,
+    pub durations: Sketch,
+    pub error_durations: u64,
+}
+
+/// Per service: distinct traces in this part.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ServiceStats {
+    pub service: String,
+    pub traces: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PartStats {
+    pub ops: Vec<OpStats>,
+    pub services: Vec<ServiceStats>,
+    /// Logs: (service, severity number, count).
+    pub log_counts: Vec<(String, i32, u64)>,
+    /// Metrics: distinct series ids, sorted.
+    pub series: Vec<u64>,
+    /// Metrics: (metric name, points).
+    pub metric_names: Vec<(String, u64)>,
+}
+
+#[derive(Debug, Default)]
+pub struct PartIndex {
+    pub traces: TraceIndex,
+    pub postings: HashMap<Term, RoaringBitmap>,
+    /// Attribute keys (their exists-terms) with too many distinct values in
+    /// this part to index: equality on them scans.
+    pub unindexed_keys: HashSet<Term>,
+    /// Time of rows 0, STRIDE, 2·STRIDE, … (rows are time-sorted).
+    pub time_marks: Vec<u64>,
+    pub stats: PartStats,
+}
+
+impl PartIndex {
+    /// Rows whose time may fall in `[start, end)`: a superset, to be
+    /// re-checked.
+    pub fn row_range(&self, rows: u32, start: u64, end: u64) -> std::ops::Range<u32> {
+        // First mark > start-ish: rows before mark k all have time ≤ marks[k].
+        let lo_mark = self.time_marks.partition_point(|t| *t < start);
+        let lo = (lo_mark.saturating_sub(1) as u32) * TIME_MARK_STRIDE;
+        let hi_mark = self.time_marks.partition_point(|t| *t < end);
+        let hi = ((hi_mark as u32) * TIME_MARK_STRIDE).min(rows);
+        lo.min(hi)..hi
+    }
+
+    pub fn posting(&self, term: Term) -> Option<&RoaringBitmap> {
+        self.postings.get(&term)
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.traces.memory_bytes()
+            + self.postings.values().map(|b| b.serialized_size() + 32).sum::<usize>()
+            + self.time_marks.len() * 8
+            + self.stats.ops.len() * 256
+            + self.stats.series.len() * 8
+    }
+}
+
+/// Accumulates a part's index as its rows are written in time order.
+#[derive(Default)]
+pub struct IndexBuilder {
+    rows: u32,
+    trace_pairs: Vec<(u128, u32)>,
+    postings: HashMap<Term, RoaringBitmap>,
+    values_per_key: HashMap<Term, HashSet<Term>>,
+    time_marks: Vec<u64>,
+    terms_buf: Vec<IndexTerm>,
+    ops: HashMap<(String, String), OpStats>,
+    service_traces: HashMap<String, HashSet<u128>>,
+    log_counts: HashMap<(String, i32), u64>,
+    series: HashSet<u64>,
+    metric_names: HashMap<String, u64>,
+}
+
+/// Keys with more distinct values than this (and than a tenth of the rows)
+/// lose their value postings.
+const MAX_VALUES_PER_KEY: usize = 10_000;
+
+impl IndexBuilder {
+    pub fn add<R: crate::record::Record>(&mut self, r: &R, stats: impl FnOnce(&mut IndexBuilder)) {
+        let row = self.rows;
+        if row.is_multiple_of(TIME_MARK_STRIDE) {
+            self.time_marks.push(r.time());
+        }
+        if let Some(t) = r.trace_id() {
+            self.trace_pairs.push((t.as_u128(), row));
+        }
+        let mut terms = std::mem::take(&mut self.terms_buf);
+        terms.clear();
+        r.index_terms(&mut terms);
+        for t in &terms {
+            self.postings.entry(t.term).or_default().insert(row);
+            if let Some(key) = t.attr_key {
+                let values = self.values_per_key.entry(key).or_default();
+                if values.len() <= MAX_VALUES_PER_KEY {
+                    values.insert(t.term);
+                }
+            }
+        }
+        self.terms_buf = terms;
+        stats(self);
+        self.rows += 1;
+    }
+
+    pub fn span_stats(&mut self, s: &skein_model::Span) {
+        let key = (s.service_name().to_string(), s.name.clone());
+        let op = self.ops.entry(key).or_insert_with(|| OpStats {
+            service: s.service_name().to_string(),
+            name: s.name.clone(),
+            ..Default::default()
+        });
+        op.count += 1;
+        if s.is_error() {
+            op.errors += 1;
+        }
+        if s.is_root() {
+            op.roots += 1;
+        }
+        op.durations.add(s.duration_ns());
+        if let Some(set) = self.service_traces.get_mut(s.service_name()) {
+            set.insert(s.trace_id.as_u128());
+        } else {
+            self.service_traces
+                .insert(s.service_name().to_string(), HashSet::from([s.trace_id.as_u128()]));
+        }
+    }
+
+    pub fn log_stats(&mut self, l: &skein_model::LogRecord) {
+        *self
+            .log_counts
+            .entry((l.service_name().to_string(), l.severity_number))
+            .or_default() += 1;
+    }
+
+    pub fn metric_stats(&mut self, p: &skein_model::MetricPoint) {
+        self.series.insert(crate::record::series_id(p));
+        *self.metric_names.entry(p.metric.name.clone()).or_default() += 1;
+    }
+
+    pub fn rows(&self) -> u32 {
+        self.rows
+    }
+
+    pub fn finish(mut self) -> PartIndex {
+        let threshold = MAX_VALUES_PER_KEY.max(self.rows as usize / 10);
+        let mut unindexed_keys = HashSet::new();
+        for (key, values) in &self.values_per_key {
+            if values.len() > threshold.min(MAX_VALUES_PER_KEY) && values.len() > self.rows as usize / 10 {
+                unindexed_keys.insert(*key);
+                for v in values {
+                    self.postings.remove(v);
+                }
+            }
+        }
+        let mut ops: Vec<OpStats> = self.ops.into_values().collect();
+        ops.sort_by(|a, b| (&a.service, &a.name).cmp(&(&b.service, &b.name)));
+        let mut services: Vec<ServiceStats> = self
+            .service_traces
+            .into_iter()
+            .map(|(service, t)| ServiceStats {
+                service,
+                traces: t.len() as u64,
+            })
+            .collect();
+        services.sort_by(|a, b| a.service.cmp(&b.service));
+        let mut log_counts: Vec<_> = self.log_counts.into_iter().map(|((s, v), n)| (s, v, n)).collect();
+        log_counts.sort();
+        let mut series: Vec<u64> = self.series.into_iter().collect();
+        series.sort_unstable();
+        let mut metric_names: Vec<_> = self.metric_names.into_iter().collect();
+        metric_names.sort();
+        PartIndex {
+            traces: TraceIndex::build(self.trace_pairs),
+            postings: self.postings,
+            unindexed_keys,
+            time_marks: self.time_marks,
+            stats: PartStats {
+                ops,
+                services,
+                log_counts,
+                series,
+                metric_names,
+            },
+        }
+    }
+}
+
+// ------------------------------------------------------------ persistence
+
+const MAGIC: &[u8; 8] = b"SKEINIDX";
+const VERSION: u32 = 1;
+
+#[derive(Serialize, Deserialize)]
+struct Wire {
+    traces: TraceIndex,
+    postings: Vec<(Term, Vec<u8>)>,
+    unindexed_keys: Vec<Term>,
+    time_marks: Vec<u64>,
+    stats: PartStats,
+}
+
+pub fn encode(index: &PartIndex) -> Result<Vec<u8>> {
+    let mut postings = Vec::with_capacity(index.postings.len());
+    for (t, b) in &index.postings {
+        let mut bytes = Vec::with_capacity(b.serialized_size());
+        b.serialize_into(&mut bytes)
+            .map_err(|e| Error::io("serialize postings", e))?;
+        postings.push((*t, bytes));
+    }
+    postings.sort_unstable_by_key(|(t, _)| *t);
+    let wire = Wire {
+        traces: index.traces.clone(),
+        postings,
+        unindexed_keys: index.unindexed_keys.iter().copied().collect(),
+        time_marks: index.time_marks.clone(),
+        stats: index.stats.clone(),
+    };
+    let raw = postcard::to_stdvec(&wire).map_err(|e| Error::Other(format!("encode index: {e}")))?;
+    let body = zstd::bulk::compress(&raw, 3).map_err(|e| Error::io("compress index", e))?;
+    let mut out = Vec::with_capacity(body.len() + 16);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+pub fn decode(bytes: &[u8]) -> Result<PartIndex> {
+    let bad = |d: &str| Error::corrupt("part index", d.to_string());
+    if bytes.len() < 16 || &bytes[..8] != MAGIC {
+        return Err(bad("missing SKEINIDX header"));
+    }
+    let version = u32::from_le_bytes(bytes[8..12].try_into().map_err(|_| bad("short"))?);
+    if version != VERSION {
+        return Err(bad(&format!("version {version} (expected {VERSION})")));
+    }
+    let crc = u32::from_le_bytes(bytes[12..16].try_into().map_err(|_| bad("short"))?);
+    let body = &bytes[16..];
+    if crc32fast::hash(body) != crc {
+        return Err(bad("checksum mismatch"));
+    }
+    let raw = zstd::bulk::decompress(body, 1 << 31).map_err(|e| bad(&e.to_string()))?;
+    let wire: Wire = postcard::from_bytes(&raw).map_err(|e| bad(&e.to_string()))?;
+    let mut postings = HashMap::with_capacity(wire.postings.len());
+    for (t, b) in wire.postings {
+        let bitmap = RoaringBitmap::deserialize_from(Cursor::new(b)).map_err(|e| bad(&e.to_string()))?;
+        postings.insert(t, bitmap);
+    }
+    Ok(PartIndex {
+        traces: wire.traces,
+        postings,
+        unindexed_keys: wire.unindexed_keys.into_iter().collect(),
+        time_marks: wire.time_marks,
+        stats: wire.stats,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trace_index_finds_rows() {
+        let t = TraceIndex::build(vec![(5, 1), (3, 0), (5, 9), (7, 2)]);
+        assert_eq!(t.rows_of(5), &[1, 9]);
+        assert_eq!(t.rows_of(3), &[0]);
+        assert!(t.rows_of(4).is_empty());
+        assert_eq!(t.len(), 3);
+    }
+
+    #[test]
+    fn row_range_covers_the_window() {
+        let idx = PartIndex {
+            time_marks: vec![0, 100, 200, 300],
+            ..Default::default()
+        };
+        let rows = 4 * TIME_MARK_STRIDE - 10;
+        // Rows in [1024, 2048) have times in [100, 200].
+        let r = idx.row_range(rows, 150, 160);
+        assert!(r.start <= TIME_MARK_STRIDE && r.end >= 2 * TIME_MARK_STRIDE, "{r:?}");
+        let all = idx.row_range(rows, 0, u64::MAX);
+        assert_eq!(all, 0..rows);
+        let none = idx.row_range(rows, 1000, 2000);
+        assert!(none.end - none.start <= TIME_MARK_STRIDE);
+    }
+}

@@ -1,0 +1,66 @@
+//! Immutable parts: time-sorted Parquet files of one signal, each with a
+//! resident sidecar index.
+//!
+//! A part's identity and lineage live in its Parquet footer (key
+//! `skein.part`), so the Parquet file alone is the source of truth: the
+//! sidecar can be rebuilt from it, and compaction's "this part replaces
+//! those" survives any crash (see `engine::recovery`).
+
+pub mod columns;
+pub mod index;
+mod reader;
+mod writer;
+
+use serde::{Deserialize, Serialize};
+
+pub use columns::{Columnar, FORMAT_VERSION};
+pub use reader::Part;
+pub use writer::{PartWriter, WriterOptions};
+
+use crate::record::Signal;
+
+/// The footer metadata key holding [`PartMeta`] as JSON.
+pub const META_KEY: &str = "skein.part";
+
+/// What a part is, stored in its Parquet footer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartMeta {
+    pub format_version: u32,
+    pub signal: Signal,
+    pub id: u64,
+    pub rows: u64,
+    pub min_time: u64,
+    pub max_time: u64,
+    /// Sequence numbers of the records it holds.
+    pub min_seq: u64,
+    pub max_seq: u64,
+    /// Every record of this signal with a sequence number ≤ this is in this
+    /// part or an older one: replay may skip them.
+    pub covers_seq: u64,
+    /// Parts this one was compacted from (to delete if a crash left them).
+    pub replaces: Vec<u64>,
+    pub level: u32,
+    pub created_unix_ms: u64,
+}
+
+/// Object names of a part's files.
+pub fn parquet_name(signal: Signal, id: u64) -> String {
+    format!("{}/{id:016x}.parquet", signal.as_str())
+}
+
+pub fn index_name(signal: Signal, id: u64) -> String {
+    format!("{}/{id:016x}.idx", signal.as_str())
+}
+
+/// Parses `spans/00000000000000ab.parquet` into (signal, id, is_parquet).
+pub fn parse_name(name: &str) -> Option<(Signal, u64, bool)> {
+    let (prefix, file) = name.split_once('/')?;
+    let signal = Signal::ALL.into_iter().find(|s| s.as_str() == prefix)?;
+    let (stem, ext) = file.rsplit_once('.')?;
+    let id = u64::from_str_radix(stem, 16).ok()?;
+    match ext {
+        "parquet" => Some((signal, id, true)),
+        "idx" => Some((signal, id, false)),
+        _ => None,
+    }
+}

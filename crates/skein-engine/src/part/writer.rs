@@ -1,0 +1,187 @@
+//! Writes a part from records in time order, streaming: rows are converted
+//! to Arrow in chunks and handed to the Parquet writer, which holds at most
+//! one row group in memory.
+
+use std::sync::Arc;
+
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::file::metadata::{KeyValue, SortingColumn};
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
+
+use super::index::IndexBuilder;
+use super::{Columnar, FORMAT_VERSION, META_KEY, Part, PartMeta, index_name, parquet_name};
+use crate::error::{Error, Result};
+use crate::record::Signal;
+use crate::storage::{ObjectSink, PartStore};
+
+/// Tuning of the Parquet layout.
+#[derive(Debug, Clone)]
+pub struct WriterOptions {
+    /// Rows per row group (bounds writer memory).
+    pub row_group_rows: usize,
+    /// Rows per data page: the unit a point read decodes.
+    pub page_rows: usize,
+    pub zstd_level: i32,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions {
+            row_group_rows: 128 * 1024,
+            page_rows: 1024,
+            zstd_level: 3,
+        }
+    }
+}
+
+/// Rows converted to Arrow per chunk.
+const CHUNK_ROWS: usize = 8192;
+
+struct SinkWriter(Box<dyn ObjectSink>);
+
+impl std::io::Write for SinkWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+fn properties(signal: Signal, schema: &arrow_schema::Schema, opts: &WriterOptions) -> WriterProperties {
+    let col = |name: &str| ColumnPath::from(name);
+    let mut b = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(
+            ZstdLevel::try_new(opts.zstd_level).unwrap_or_default(),
+        ))
+        .set_max_row_group_row_count(Some(opts.row_group_rows))
+        .set_data_page_row_count_limit(opts.page_rows)
+        .set_write_batch_size(opts.page_rows.min(1024))
+        .set_dictionary_page_size_limit(4 << 20)
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_created_by(format!("skein {}", env!("CARGO_PKG_VERSION")));
+    // Random ids and continuous values never repeat: dictionaries would be
+    // built only to be abandoned.
+    let no_dict: &[&str] = match signal {
+        Signal::Spans => &["span_id", "parent_span_id", "duration_ns"],
+        Signal::Logs => &["span_id"],
+        Signal::Metrics => &["value_double", "sum"],
+    };
+    for c in no_dict {
+        b = b.set_column_dictionary_enabled(col(c), false);
+    }
+    // Sorted times are small deltas.
+    let time_col = match signal {
+        Signal::Spans => "start_time_unix_nano",
+        Signal::Logs => "timestamp",
+        Signal::Metrics => "time_unix_nano",
+    };
+    b = b
+        .set_column_dictionary_enabled(col(time_col), false)
+        .set_column_encoding(col(time_col), Encoding::DELTA_BINARY_PACKED)
+        .set_sorting_columns(Some(vec![SortingColumn {
+            column_idx: schema.index_of(time_col).unwrap_or(0) as i32,
+            descending: false,
+            nulls_first: false,
+        }]));
+    b.build()
+}
+
+/// Builds one part. Records must arrive in `(time, key)` order.
+pub struct PartWriter<R: Columnar> {
+    store: Arc<dyn PartStore>,
+    meta: PartMeta,
+    writer: ArrowWriter<SinkWriter>,
+    chunk: Vec<Arc<R>>,
+    index: IndexBuilder,
+    last: Option<(u64, crate::record::RecordKey)>,
+}
+
+impl<R: Columnar> PartWriter<R> {
+    /// `meta` gives id, sequence range, lineage; rows and times are filled in.
+    pub fn new(store: Arc<dyn PartStore>, meta: PartMeta, opts: &WriterOptions) -> Result<Self> {
+        let sink = store.create(&parquet_name(R::SIGNAL, meta.id))?;
+        let writer = ArrowWriter::try_new(
+            SinkWriter(sink),
+            R::schema(),
+            Some(properties(R::SIGNAL, &R::schema(), opts)),
+        )?;
+        Ok(PartWriter {
+            store,
+            meta: PartMeta {
+                format_version: FORMAT_VERSION,
+                signal: R::SIGNAL,
+                rows: 0,
+                min_time: u64::MAX,
+                max_time: 0,
+                ..meta
+            },
+            writer,
+            chunk: Vec::with_capacity(CHUNK_ROWS),
+            index: IndexBuilder::default(),
+            last: None,
+        })
+    }
+
+    pub fn push(&mut self, r: Arc<R>) -> Result<()> {
+        let sort_key = (r.time(), r.key());
+        if let Some(prev) = self.last
+            && sort_key < prev
+        {
+            return Err(Error::Other(format!(
+                "part writer: records out of order ({} after {})",
+                sort_key.0, prev.0
+            )));
+        }
+        self.last = Some(sort_key);
+        self.meta.min_time = self.meta.min_time.min(sort_key.0);
+        self.meta.max_time = self.meta.max_time.max(sort_key.0);
+        self.index.add(&*r, |ix| r.add_stats(ix));
+        self.chunk.push(r);
+        if self.chunk.len() >= CHUNK_ROWS {
+            self.flush_chunk()?;
+        }
+        Ok(())
+    }
+
+    fn flush_chunk(&mut self) -> Result<()> {
+        if self.chunk.is_empty() {
+            return Ok(());
+        }
+        let refs: Vec<&R> = self.chunk.iter().map(|r| &**r).collect();
+        let batch = R::to_batch(&refs)?;
+        self.writer.write(&batch)?;
+        self.chunk.clear();
+        Ok(())
+    }
+
+    pub fn rows(&self) -> u32 {
+        self.index.rows()
+    }
+
+    /// Finishes the Parquet file and its sidecar, durably, and opens the part.
+    /// The sidecar is committed first: a part is visible once its Parquet
+    /// file is, and by then its sidecar exists (or is rebuilt on open).
+    pub fn finish(mut self) -> Result<Part> {
+        self.flush_chunk()?;
+        self.meta.rows = self.index.rows() as u64;
+        if self.meta.rows == 0 {
+            self.meta.min_time = 0;
+        }
+        self.meta.created_unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let meta_json = serde_json::to_string(&self.meta).map_err(|e| Error::Other(e.to_string()))?;
+        self.writer
+            .append_key_value_metadata(KeyValue::new(META_KEY.to_string(), meta_json));
+        let index = self.index.finish();
+        let encoded = super::index::encode(&index)?;
+        self.store.put(&index_name(R::SIGNAL, self.meta.id), &encoded)?;
+        let sink = self.writer.into_inner()?;
+        sink.0.commit()?;
+        Part::open_with_index(self.store, self.meta, index)
+    }
+}

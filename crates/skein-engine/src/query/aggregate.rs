@@ -1,0 +1,583 @@
+//! Aggregations over spans, logs and metrics: service health (RED),
+//! operations, the summary an agent reads first, and anomalies.
+//!
+//! Parts wholly inside the window answer from their pre-aggregated
+//! statistics; parts that straddle it are scanned through a handful of
+//! narrow columns (never the JSON ones); the hot tier is scanned in memory.
+//! Percentiles come from mergeable sketches (±1% relative). Trace counts are
+//! exact per source and summed, so a trace split across two parts counts in
+//! both until compaction merges them.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use arrow_array::Array;
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int8Type, Int64Type, TimestampNanosecondType, UInt64Type};
+use serde::Serialize;
+use skein_model::log::severity_band;
+use skein_model::{LogRecord, MetricPoint, Span, StatusCode};
+
+use super::explain::{Explain, SourceExplain};
+use super::search::Source;
+use super::sketch::Sketch;
+use crate::error::Result;
+use crate::part::columns::SPAN_SUMMARY_COLUMNS;
+use crate::part::{Part, index::OpStats};
+use crate::record::{Record, series_id};
+
+/// A time window `[start, end)` in ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Window {
+    pub start: u64,
+    pub end: u64,
+}
+
+impl Window {
+    pub const ALL: Window = Window {
+        start: 0,
+        end: u64::MAX,
+    };
+
+    pub fn new(start: u64, end: u64) -> Window {
+        Window { start, end }
+    }
+
+    pub fn contains(&self, t: u64) -> bool {
+        t >= self.start && t < self.end
+    }
+
+    fn covers_part(&self, p: &Part) -> bool {
+        p.meta.min_time >= self.start && p.meta.max_time < self.end
+    }
+
+    fn misses_part(&self, p: &Part) -> bool {
+        p.meta.rows == 0 || p.meta.max_time < self.start || p.meta.min_time >= self.end
+    }
+}
+
+/// Health of one service over a window.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ServiceSummary {
+    pub service: String,
+    pub spans: u64,
+    pub traces: u64,
+    pub errors: u64,
+    pub error_rate: f64,
+    pub p50_ns: u64,
+    pub p95_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    /// Spans per second over the window (or the data's span within it).
+    pub rate_per_sec: f64,
+}
+
+/// RED metrics of one operation (span name) of a service.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct OperationSummary {
+    pub service: String,
+    pub name: String,
+    pub spans: u64,
+    pub errors: u64,
+    pub error_rate: f64,
+    pub p50_ns: u64,
+    pub p95_ns: u64,
+    pub p99_ns: u64,
+    pub rate_per_sec: f64,
+}
+
+#[derive(Default, Clone)]
+struct OpAcc {
+    count: u64,
+    errors: u64,
+    roots: u64,
+    durations: Sketch,
+}
+
+impl OpAcc {
+    fn add_stats(&mut self, s: &OpStats) {
+        self.count += s.count;
+        self.errors += s.errors;
+        self.roots += s.roots;
+        self.durations.merge(&s.durations);
+    }
+}
+
+/// Span aggregates gathered over a window.
+#[derive(Default)]
+struct SpanAgg {
+    ops: HashMap<(String, String), OpAcc>,
+    traces: HashMap<String, u64>,
+    min_time: u64,
+    max_time: u64,
+}
+
+fn rate(count: u64, w: Window, min_time: u64, max_time: u64) -> f64 {
+    let start = w.start.max(min_time);
+    let end = if w.end == u64::MAX {
+        max_time.saturating_add(1)
+    } else {
+        w.end
+    };
+    let secs = end.saturating_sub(start) as f64 / 1e9;
+    if secs <= 0.0 { count as f64 } else { count as f64 / secs }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 { 0.0 } else { a as f64 / b as f64 }
+}
+
+fn gather_spans(sources: &[Source<Span>], w: Window, service: Option<&str>, explain: &mut Explain) -> Result<SpanAgg> {
+    let mut agg = SpanAgg {
+        min_time: u64::MAX,
+        ..Default::default()
+    };
+    for s in sources {
+        match s {
+            Source::Mem(m) => {
+                let m = m.read();
+                let mut ex = SourceExplain::new("hot", None);
+                let mut traces: HashMap<&str, HashSet<u128>> = HashMap::new();
+                for row in 0..m.total_rows() {
+                    if !m.is_live(row) {
+                        continue;
+                    }
+                    let sp = m.row(row);
+                    ex.rows_examined += 1;
+                    if !w.contains(sp.start_time_unix_nano) || service.is_some_and(|v| v != sp.service_name()) {
+                        continue;
+                    }
+                    let acc = agg
+                        .ops
+                        .entry((sp.service_name().to_string(), sp.name.clone()))
+                        .or_default();
+                    acc.count += 1;
+                    acc.errors += sp.is_error() as u64;
+                    acc.roots += sp.is_root() as u64;
+                    acc.durations.add(sp.duration_ns());
+                    traces
+                        .entry(sp.service_name())
+                        .or_default()
+                        .insert(sp.trace_id.as_u128());
+                    agg.min_time = agg.min_time.min(sp.start_time_unix_nano);
+                    agg.max_time = agg.max_time.max(sp.start_time_unix_nano);
+                }
+                for (svc, t) in traces {
+                    *agg.traces.entry(svc.to_string()).or_default() += t.len() as u64;
+                }
+                explain.add(ex);
+            }
+            Source::Part(p) => {
+                let mut ex = SourceExplain::new("part", Some(p.meta.id));
+                if w.misses_part(p) {
+                    ex.pruned = Some("time range".into());
+                } else if w.covers_part(p) {
+                    ex.pruned = Some("answered from part statistics".into());
+                    explain.parts_from_stats += 1;
+                    for op in &p.index.stats.ops {
+                        if service.is_none_or(|v| v == op.service) {
+                            agg.ops
+                                .entry((op.service.clone(), op.name.clone()))
+                                .or_default()
+                                .add_stats(op);
+                        }
+                    }
+                    for st in &p.index.stats.services {
+                        if service.is_none_or(|v| v == st.service) {
+                            *agg.traces.entry(st.service.clone()).or_default() += st.traces;
+                        }
+                    }
+                    agg.min_time = agg.min_time.min(p.meta.min_time);
+                    agg.max_time = agg.max_time.max(p.meta.max_time);
+                } else {
+                    scan_part_spans(p, w, service, &mut agg, &mut ex)?;
+                }
+                explain.add(ex);
+            }
+        }
+    }
+    Ok(agg)
+}
+
+fn scan_part_spans(
+    p: &Part,
+    w: Window,
+    service: Option<&str>,
+    agg: &mut SpanAgg,
+    ex: &mut SourceExplain,
+) -> Result<()> {
+    let range = p.index.row_range(p.rows(), w.start, w.end);
+    let mut traces: HashMap<String, HashSet<u128>> = HashMap::new();
+    for b in p.read_columns(SPAN_SUMMARY_COLUMNS, range, 65536)? {
+        let (Some(tid), Some(parent), Some(name), Some(start), Some(dur), Some(status), Some(svc)) = (
+            b.column_by_name("trace_id").and_then(|c| c.as_fixed_size_binary_opt()),
+            b.column_by_name("parent_span_id")
+                .and_then(|c| c.as_fixed_size_binary_opt()),
+            b.column_by_name("name").and_then(|c| c.as_string_opt::<i32>()),
+            b.column_by_name("start_time_unix_nano")
+                .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>()),
+            b.column_by_name("duration_ns")
+                .and_then(|c| c.as_primitive_opt::<Int64Type>()),
+            b.column_by_name("status_code")
+                .and_then(|c| c.as_primitive_opt::<Int8Type>()),
+            b.column_by_name("service_name").and_then(|c| c.as_string_opt::<i32>()),
+        ) else {
+            continue;
+        };
+        ex.rows_examined += b.num_rows() as u64;
+        for i in 0..b.num_rows() {
+            let t = start.value(i).max(0) as u64;
+            let s = svc.value(i);
+            if !w.contains(t) || service.is_some_and(|v| v != s) {
+                continue;
+            }
+            let acc = agg.ops.entry((s.to_string(), name.value(i).to_string())).or_default();
+            acc.count += 1;
+            acc.errors += (status.value(i) == StatusCode::Error as i8) as u64;
+            acc.roots += parent.is_null(i) as u64;
+            acc.durations.add(dur.value(i).max(0) as u64);
+            let trace = u128::from_be_bytes(tid.value(i).try_into().unwrap_or_default());
+            if let Some(set) = traces.get_mut(s) {
+                set.insert(trace);
+            } else {
+                traces.insert(s.to_string(), HashSet::from([trace]));
+            }
+            agg.min_time = agg.min_time.min(t);
+            agg.max_time = agg.max_time.max(t);
+        }
+    }
+    for (svc, t) in traces {
+        *agg.traces.entry(svc).or_default() += t.len() as u64;
+    }
+    Ok(())
+}
+
+fn services_of(agg: &SpanAgg, w: Window) -> Vec<ServiceSummary> {
+    let mut by_service: BTreeMap<&str, OpAcc> = BTreeMap::new();
+    for ((svc, _), acc) in &agg.ops {
+        let e = by_service.entry(svc).or_default();
+        e.count += acc.count;
+        e.errors += acc.errors;
+        e.roots += acc.roots;
+        e.durations.merge(&acc.durations);
+    }
+    by_service
+        .into_iter()
+        .map(|(svc, acc)| ServiceSummary {
+            service: svc.to_string(),
+            spans: acc.count,
+            traces: agg.traces.get(svc).copied().unwrap_or(0),
+            errors: acc.errors,
+            error_rate: ratio(acc.errors, acc.count),
+            p50_ns: acc.durations.quantile(0.5),
+            p95_ns: acc.durations.quantile(0.95),
+            p99_ns: acc.durations.quantile(0.99),
+            max_ns: acc.durations.max(),
+            rate_per_sec: rate(acc.count, w, agg.min_time, agg.max_time),
+        })
+        .collect()
+}
+
+fn operations_of(agg: &SpanAgg, w: Window) -> Vec<OperationSummary> {
+    let mut ops: Vec<OperationSummary> = agg
+        .ops
+        .iter()
+        .map(|((svc, name), acc)| OperationSummary {
+            service: svc.clone(),
+            name: name.clone(),
+            spans: acc.count,
+            errors: acc.errors,
+            error_rate: ratio(acc.errors, acc.count),
+            p50_ns: acc.durations.quantile(0.5),
+            p95_ns: acc.durations.quantile(0.95),
+            p99_ns: acc.durations.quantile(0.99),
+            rate_per_sec: rate(acc.count, w, agg.min_time, agg.max_time),
+        })
+        .collect();
+    ops.sort_by(|a, b| (&a.service, &a.name).cmp(&(&b.service, &b.name)));
+    ops
+}
+
+/// Every service with spans in the window, by name.
+pub fn services(sources: &[Source<Span>], w: Window, explain: &mut Explain) -> Result<Vec<ServiceSummary>> {
+    let agg = gather_spans(sources, w, None, explain)?;
+    Ok(services_of(&agg, w))
+}
+
+/// Operations (span names) of one service (or all), by name.
+pub fn operations(
+    sources: &[Source<Span>],
+    w: Window,
+    service: Option<&str>,
+    explain: &mut Explain,
+) -> Result<Vec<OperationSummary>> {
+    let agg = gather_spans(sources, w, service, explain)?;
+    Ok(operations_of(&agg, w))
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Latency {
+    pub p50_ns: u64,
+    pub p95_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+}
+
+/// What happened in a window, at a glance.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub window: Window,
+    pub service: Option<String>,
+    pub spans: u64,
+    /// Root spans: one per complete trace.
+    pub traces: u64,
+    pub error_spans: u64,
+    pub error_rate: f64,
+    pub latency: Latency,
+    pub services: u64,
+    pub top_services: Vec<ServiceSummary>,
+    pub top_error_operations: Vec<OperationSummary>,
+    pub logs: u64,
+    /// Log counts by severity band (trace, debug, info, warn, error, fatal).
+    pub logs_by_severity: BTreeMap<String, u64>,
+    pub metric_series: u64,
+    pub metric_points: u64,
+}
+
+pub const TOP_N: usize = 10;
+
+pub fn summary(
+    spans: &[Source<Span>],
+    logs: &[Source<LogRecord>],
+    metrics: &[Source<MetricPoint>],
+    w: Window,
+    service: Option<&str>,
+    explain: &mut Explain,
+) -> Result<Summary> {
+    let agg = gather_spans(spans, w, service, explain)?;
+    let mut all = OpAcc::default();
+    for acc in agg.ops.values() {
+        all.count += acc.count;
+        all.errors += acc.errors;
+        all.roots += acc.roots;
+        all.durations.merge(&acc.durations);
+    }
+    let mut top_services = services_of(&agg, w);
+    let service_count = top_services.len() as u64;
+    top_services.sort_by(|a, b| b.spans.cmp(&a.spans).then(a.service.cmp(&b.service)));
+    top_services.truncate(TOP_N);
+    let mut top_errors: Vec<OperationSummary> = operations_of(&agg, w).into_iter().filter(|o| o.errors > 0).collect();
+    top_errors.sort_by(|a, b| {
+        b.errors
+            .cmp(&a.errors)
+            .then((&a.service, &a.name).cmp(&(&b.service, &b.name)))
+    });
+    top_errors.truncate(TOP_N);
+    let (logs_total, by_sev) = log_counts(logs, w, service, explain)?;
+    let (series, points) = metric_counts(metrics, w, service, explain)?;
+    Ok(Summary {
+        window: w,
+        service: service.map(str::to_string),
+        spans: all.count,
+        traces: all.roots,
+        error_spans: all.errors,
+        error_rate: ratio(all.errors, all.count),
+        latency: Latency {
+            p50_ns: all.durations.quantile(0.5),
+            p95_ns: all.durations.quantile(0.95),
+            p99_ns: all.durations.quantile(0.99),
+            max_ns: all.durations.max(),
+        },
+        services: service_count,
+        top_services,
+        top_error_operations: top_errors,
+        logs: logs_total,
+        logs_by_severity: by_sev,
+        metric_series: series,
+        metric_points: points,
+    })
+}
+
+fn log_counts(
+    sources: &[Source<LogRecord>],
+    w: Window,
+    service: Option<&str>,
+    explain: &mut Explain,
+) -> Result<(u64, BTreeMap<String, u64>)> {
+    let mut by: BTreeMap<String, u64> = BTreeMap::new();
+    let mut total = 0;
+    let mut add = |sev: i32, n: u64| {
+        *by.entry(severity_band(sev).to_string()).or_default() += n;
+        total += n;
+    };
+    for s in sources {
+        match s {
+            Source::Mem(m) => {
+                let m = m.read();
+                for row in 0..m.total_rows() {
+                    let l = m.row(row);
+                    if m.is_live(row) && w.contains(l.time()) && service.is_none_or(|v| v == l.service_name()) {
+                        add(l.severity_number, 1);
+                    }
+                }
+            }
+            Source::Part(p) => {
+                if w.misses_part(p) {
+                    continue;
+                }
+                if w.covers_part(p) {
+                    explain.parts_from_stats += 1;
+                    for (svc, sev, n) in &p.index.stats.log_counts {
+                        if service.is_none_or(|v| v == svc) {
+                            add(*sev, *n);
+                        }
+                    }
+                    continue;
+                }
+                let range = p.index.row_range(p.rows(), w.start, w.end);
+                for b in p.read_columns(&["timestamp", "service_name", "severity_number"], range, 65536)? {
+                    let (Some(ts), Some(svc), Some(sev)) = (
+                        b.column_by_name("timestamp")
+                            .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>()),
+                        b.column_by_name("service_name").and_then(|c| c.as_string_opt::<i32>()),
+                        b.column_by_name("severity_number")
+                            .and_then(|c| c.as_primitive_opt::<Int8Type>()),
+                    ) else {
+                        continue;
+                    };
+                    for i in 0..b.num_rows() {
+                        if w.contains(ts.value(i).max(0) as u64) && service.is_none_or(|v| v == svc.value(i)) {
+                            add(sev.value(i) as i32, 1);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok((total, by))
+}
+
+fn metric_counts(
+    sources: &[Source<MetricPoint>],
+    w: Window,
+    service: Option<&str>,
+    explain: &mut Explain,
+) -> Result<(u64, u64)> {
+    let mut series: HashSet<u64> = HashSet::new();
+    let mut points = 0u64;
+    for s in sources {
+        match s {
+            Source::Mem(m) => {
+                let m = m.read();
+                for row in 0..m.total_rows() {
+                    let p = m.row(row);
+                    if m.is_live(row) && w.contains(p.time()) && service.is_none_or(|v| v == p.service_name()) {
+                        series.insert(series_id(p));
+                        points += 1;
+                    }
+                }
+            }
+            Source::Part(p) => {
+                if w.misses_part(p) {
+                    continue;
+                }
+                if w.covers_part(p) && service.is_none() {
+                    explain.parts_from_stats += 1;
+                    series.extend(p.index.stats.series.iter().copied());
+                    points += p.meta.rows;
+                    continue;
+                }
+                let range = p.index.row_range(p.rows(), w.start, w.end);
+                for b in p.read_columns(&["time_unix_nano", "service_name", "series_id"], range, 65536)? {
+                    let (Some(ts), Some(svc), Some(sid)) = (
+                        b.column_by_name("time_unix_nano")
+                            .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>()),
+                        b.column_by_name("service_name").and_then(|c| c.as_string_opt::<i32>()),
+                        b.column_by_name("series_id")
+                            .and_then(|c| c.as_primitive_opt::<UInt64Type>()),
+                    ) else {
+                        continue;
+                    };
+                    for i in 0..b.num_rows() {
+                        if w.contains(ts.value(i).max(0) as u64) && service.is_none_or(|v| v == svc.value(i)) {
+                            series.insert(sid.value(i));
+                            points += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok((series.len() as u64, points))
+}
+
+/// A service whose health regressed from the baseline to the current window.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Anomaly {
+    pub service: String,
+    /// `error_rate` or `latency_p95`.
+    pub kind: String,
+    pub current: f64,
+    pub baseline: f64,
+    pub current_spans: u64,
+    pub baseline_spans: u64,
+    pub message: String,
+}
+
+/// Thresholds: a service needs this many spans in each window to judge.
+pub const ANOMALY_MIN_SPANS: u64 = 10;
+/// p95 at least this many times the baseline's.
+pub const LATENCY_FACTOR: f64 = 2.0;
+/// Error rate at least this much higher (absolute) and at least doubled.
+pub const ERROR_RATE_DELTA: f64 = 0.05;
+
+pub fn anomalies(
+    sources: &[Source<Span>],
+    current: Window,
+    baseline: Window,
+    explain: &mut Explain,
+) -> Result<Vec<Anomaly>> {
+    let cur = services(sources, current, explain)?;
+    let base: HashMap<String, ServiceSummary> = services(sources, baseline, explain)?
+        .into_iter()
+        .map(|s| (s.service.clone(), s))
+        .collect();
+    let mut out = Vec::new();
+    for c in cur {
+        let Some(b) = base.get(&c.service) else { continue };
+        if c.spans < ANOMALY_MIN_SPANS || b.spans < ANOMALY_MIN_SPANS {
+            continue;
+        }
+        if c.error_rate >= b.error_rate + ERROR_RATE_DELTA && c.error_rate >= 2.0 * b.error_rate {
+            out.push(Anomaly {
+                service: c.service.clone(),
+                kind: "error_rate".into(),
+                current: c.error_rate,
+                baseline: b.error_rate,
+                current_spans: c.spans,
+                baseline_spans: b.spans,
+                message: format!(
+                    "error rate {:.1}% vs {:.1}% in the baseline",
+                    c.error_rate * 100.0,
+                    b.error_rate * 100.0
+                ),
+            });
+        }
+        if b.p95_ns > 0 && c.p95_ns as f64 >= LATENCY_FACTOR * b.p95_ns as f64 {
+            out.push(Anomaly {
+                service: c.service.clone(),
+                kind: "latency_p95".into(),
+                current: c.p95_ns as f64,
+                baseline: b.p95_ns as f64,
+                current_spans: c.spans,
+                baseline_spans: b.spans,
+                message: format!(
+                    "p95 {:.1} ms vs {:.1} ms in the baseline ({:.1}x)",
+                    c.p95_ns as f64 / 1e6,
+                    b.p95_ns as f64 / 1e6,
+                    c.p95_ns as f64 / b.p95_ns as f64
+                ),
+            });
+        }
+    }
+    Ok(out)
+}

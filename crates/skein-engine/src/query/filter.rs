@@ -1,0 +1,468 @@
+//! Query definitions for spans, logs and metric points.
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int8Type, Int64Type};
+use arrow_array::{Array, RecordBatch};
+use skein_model::{AnyValue, KeyValue, LogRecord, MetricPoint, Span, SpanKind, StatusCode, TraceId};
+
+use crate::record::{Record, RecordKey};
+use crate::terms::{self, AttrScope, Term};
+
+/// Where an attribute filter looks.
+pub use crate::terms::AttrScope as FilterScope;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttrPredicate {
+    /// Typed equality (an int 200 does not equal the string "200").
+    Eq(AnyValue),
+    Exists,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttrFilter {
+    pub scope: AttrScope,
+    pub key: String,
+    pub predicate: AttrPredicate,
+}
+
+impl AttrFilter {
+    pub fn eq(scope: AttrScope, key: impl Into<String>, value: impl Into<AnyValue>) -> Self {
+        AttrFilter {
+            scope,
+            key: key.into(),
+            predicate: AttrPredicate::Eq(value.into()),
+        }
+    }
+
+    pub fn exists(scope: AttrScope, key: impl Into<String>) -> Self {
+        AttrFilter {
+            scope,
+            key: key.into(),
+            predicate: AttrPredicate::Exists,
+        }
+    }
+
+    fn matches_list(&self, attrs: &[KeyValue]) -> bool {
+        attrs.iter().any(|kv| {
+            kv.key == self.key
+                && match &self.predicate {
+                    AttrPredicate::Exists => true,
+                    AttrPredicate::Eq(v) => kv.value.query_eq(v),
+                }
+        })
+    }
+
+    /// The posting group narrowing this filter, if it is indexable.
+    fn group(&self) -> Option<TermGroup> {
+        let key = terms::attr_exists(self.scope, &self.key);
+        match &self.predicate {
+            AttrPredicate::Exists => Some(TermGroup {
+                terms: vec![key],
+                attr_key: None,
+            }),
+            AttrPredicate::Eq(v) => terms::attr_eq(self.scope, &self.key, v).map(|t| TermGroup {
+                terms: vec![t],
+                attr_key: Some(key),
+            }),
+        }
+    }
+}
+
+/// A disjunction of terms: a row is a candidate if it has any of them.
+#[derive(Debug, Clone)]
+pub struct TermGroup {
+    pub terms: Vec<Term>,
+    /// For attribute-value terms: the key, whose values a part may not have
+    /// indexed (then this group cannot narrow that part).
+    pub attr_key: Option<Term>,
+}
+
+fn single(t: Term) -> TermGroup {
+    TermGroup {
+        terms: vec![t],
+        attr_key: None,
+    }
+}
+
+/// Position in a newest-first result list: the `(time, key)` of the last
+/// record returned. The next page holds records strictly older.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor {
+    pub time: u64,
+    pub key: RecordKey,
+}
+
+impl std::fmt::Display for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{:032x}-{:016x}", self.time, self.key.hi, self.key.lo)
+    }
+}
+
+impl std::str::FromStr for Cursor {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("invalid cursor {s:?}: pass back the next_cursor of a previous answer");
+        let mut it = s.split('-');
+        let (Some(t), Some(hi), Some(lo), None) = (it.next(), it.next(), it.next(), it.next()) else {
+            return Err(bad());
+        };
+        Ok(Cursor {
+            time: t.parse().map_err(|_| bad())?,
+            key: RecordKey {
+                hi: u128::from_str_radix(hi, 16).map_err(|_| bad())?,
+                lo: u64::from_str_radix(lo, 16).map_err(|_| bad())?,
+            },
+        })
+    }
+}
+
+/// Behaviour shared by the three query types.
+pub trait RecordQuery<R: Record>: Send + Sync {
+    /// Posting groups, all of which a candidate must hit.
+    fn term_groups(&self) -> Vec<TermGroup>;
+    /// A trace the records must belong to (narrowed by the trace index).
+    fn trace(&self) -> Option<TraceId> {
+        None
+    }
+    /// `[start, end)` on record time.
+    fn window(&self) -> (u64, u64);
+    fn limit(&self) -> usize;
+    fn cursor(&self) -> Option<Cursor>;
+    /// The full predicate.
+    fn matches(&self, r: &R) -> bool;
+    /// Columns a cheap pre-check can run on before whole rows are decoded,
+    /// and the pre-check itself (it may only reject rows `matches` rejects).
+    fn prefilter_columns(&self) -> &'static [&'static str] {
+        &[]
+    }
+    fn prefilter(&self, _batch: &RecordBatch, _row: usize) -> bool {
+        true
+    }
+    fn has_prefilter(&self) -> bool {
+        false
+    }
+}
+
+fn window_of(start: Option<u64>, end: Option<u64>) -> (u64, u64) {
+    (start.unwrap_or(0), end.unwrap_or(u64::MAX))
+}
+
+fn in_window(t: u64, start: Option<u64>, end: Option<u64>) -> bool {
+    start.is_none_or(|s| t >= s) && end.is_none_or(|e| t < e)
+}
+
+/// Span search. Unset fields do not filter.
+#[derive(Debug, Clone, Default)]
+pub struct SpanQuery {
+    pub service: Option<String>,
+    /// Exact span name.
+    pub name: Option<String>,
+    /// Case-insensitive substring of the span name.
+    pub name_contains: Option<String>,
+    pub kind: Option<SpanKind>,
+    pub status: Option<StatusCode>,
+    pub min_duration_ns: Option<u64>,
+    pub max_duration_ns: Option<u64>,
+    /// Start time at or after.
+    pub start_ns: Option<u64>,
+    /// Start time before.
+    pub end_ns: Option<u64>,
+    pub trace_id: Option<TraceId>,
+    /// Only spans without a parent.
+    pub root_only: bool,
+    pub attributes: Vec<AttrFilter>,
+    pub limit: usize,
+    pub cursor: Option<Cursor>,
+}
+
+fn contains_ci(haystack: &str, needle_lower: &str) -> bool {
+    if needle_lower.is_empty() {
+        return true;
+    }
+    if haystack.is_ascii() && needle_lower.is_ascii() {
+        let h = haystack.as_bytes();
+        let n = needle_lower.as_bytes();
+        return h.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n));
+    }
+    haystack.to_lowercase().contains(needle_lower)
+}
+
+impl RecordQuery<Span> for SpanQuery {
+    fn term_groups(&self) -> Vec<TermGroup> {
+        let mut g = Vec::new();
+        if let Some(s) = &self.service {
+            g.push(single(terms::service(s)));
+        }
+        if let Some(n) = &self.name {
+            g.push(single(terms::name(n)));
+        }
+        if let Some(k) = self.kind {
+            g.push(single(terms::kind(k as u8)));
+        }
+        if let Some(c) = self.status {
+            g.push(single(terms::status(c as u8)));
+        }
+        g.extend(self.attributes.iter().filter_map(AttrFilter::group));
+        g
+    }
+
+    fn trace(&self) -> Option<TraceId> {
+        self.trace_id
+    }
+
+    fn window(&self) -> (u64, u64) {
+        window_of(self.start_ns, self.end_ns)
+    }
+
+    fn limit(&self) -> usize {
+        self.limit
+    }
+
+    fn cursor(&self) -> Option<Cursor> {
+        self.cursor
+    }
+
+    fn matches(&self, s: &Span) -> bool {
+        let d = s.duration_ns();
+        self.service.as_deref().is_none_or(|v| s.service_name() == v)
+            && self.name.as_deref().is_none_or(|v| s.name == v)
+            && self
+                .name_contains
+                .as_deref()
+                .is_none_or(|v| contains_ci(&s.name, &v.to_lowercase()))
+            && self.kind.is_none_or(|k| s.kind == k)
+            && self.status.is_none_or(|c| s.status.code == c)
+            && self.min_duration_ns.is_none_or(|m| d >= m)
+            && self.max_duration_ns.is_none_or(|m| d <= m)
+            && in_window(s.start_time_unix_nano, self.start_ns, self.end_ns)
+            && self.trace_id.is_none_or(|t| s.trace_id == t)
+            && (!self.root_only || s.parent_span_id.is_none())
+            && self.attributes.iter().all(|f| match f.scope {
+                AttrScope::Record => f.matches_list(&s.attributes),
+                AttrScope::Resource => f.matches_list(&s.resource.attributes),
+                AttrScope::Event => s.events.iter().any(|e| f.matches_list(&e.attributes)),
+            })
+    }
+
+    fn has_prefilter(&self) -> bool {
+        self.name_contains.is_some() || self.min_duration_ns.is_some() || self.max_duration_ns.is_some()
+    }
+
+    fn prefilter_columns(&self) -> &'static [&'static str] {
+        &["name", "duration_ns", "kind", "status_code"]
+    }
+
+    fn prefilter(&self, b: &RecordBatch, i: usize) -> bool {
+        let name = b.column_by_name("name").and_then(|c| c.as_string_opt::<i32>());
+        let dur = b
+            .column_by_name("duration_ns")
+            .and_then(|c| c.as_primitive_opt::<Int64Type>());
+        let kind = b.column_by_name("kind").and_then(|c| c.as_primitive_opt::<Int8Type>());
+        let status = b
+            .column_by_name("status_code")
+            .and_then(|c| c.as_primitive_opt::<Int8Type>());
+        if let (Some(n), Some(col)) = (&self.name_contains, name)
+            && col.is_valid(i)
+            && !contains_ci(col.value(i), &n.to_lowercase())
+        {
+            return false;
+        }
+        if let Some(col) = dur.filter(|c| c.is_valid(i)) {
+            let d = col.value(i).max(0) as u64;
+            if self.min_duration_ns.is_some_and(|m| d < m) || self.max_duration_ns.is_some_and(|m| d > m) {
+                return false;
+            }
+        }
+        if let (Some(k), Some(col)) = (self.kind, kind)
+            && col.is_valid(i)
+            && col.value(i) != k as i8
+        {
+            return false;
+        }
+        if let (Some(c), Some(col)) = (self.status, status)
+            && col.is_valid(i)
+            && col.value(i) != c as i8
+        {
+            return false;
+        }
+        true
+    }
+}
+
+/// Log search.
+#[derive(Debug, Clone, Default)]
+pub struct LogQuery {
+    pub service: Option<String>,
+    /// Severity number at least this (e.g. 13 = WARN).
+    pub min_severity: Option<i32>,
+    pub trace_id: Option<TraceId>,
+    pub span_id: Option<skein_model::SpanId>,
+    /// Case-insensitive substring of the body (its text, or its JSON form).
+    pub body_contains: Option<String>,
+    pub attributes: Vec<AttrFilter>,
+    pub start_ns: Option<u64>,
+    pub end_ns: Option<u64>,
+    pub limit: usize,
+    pub cursor: Option<Cursor>,
+}
+
+pub fn body_text(body: &AnyValue) -> std::borrow::Cow<'_, str> {
+    match body {
+        AnyValue::Str(s) => s.as_str().into(),
+        other => skein_model::json::any_value_to_plain_json(other).to_string().into(),
+    }
+}
+
+impl RecordQuery<LogRecord> for LogQuery {
+    fn term_groups(&self) -> Vec<TermGroup> {
+        let mut g = Vec::new();
+        if let Some(s) = &self.service {
+            g.push(single(terms::service(s)));
+        }
+        if let Some(min) = self.min_severity
+            && min > 0
+        {
+            g.push(TermGroup {
+                terms: (min..=24).map(terms::severity).collect(),
+                attr_key: None,
+            });
+        }
+        g.extend(self.attributes.iter().filter_map(AttrFilter::group));
+        g
+    }
+
+    fn trace(&self) -> Option<TraceId> {
+        self.trace_id
+    }
+
+    fn window(&self) -> (u64, u64) {
+        window_of(self.start_ns, self.end_ns)
+    }
+
+    fn limit(&self) -> usize {
+        self.limit
+    }
+
+    fn cursor(&self) -> Option<Cursor> {
+        self.cursor
+    }
+
+    fn matches(&self, l: &LogRecord) -> bool {
+        self.service.as_deref().is_none_or(|v| l.service_name() == v)
+            && self.min_severity.is_none_or(|m| l.severity_number >= m)
+            && self.trace_id.is_none_or(|t| l.trace_id == Some(t))
+            && self.span_id.is_none_or(|s| l.span_id == Some(s))
+            && in_window(l.effective_time(), self.start_ns, self.end_ns)
+            && self
+                .body_contains
+                .as_deref()
+                .is_none_or(|b| contains_ci(&body_text(&l.body), &b.to_lowercase()))
+            && self.attributes.iter().all(|f| match f.scope {
+                AttrScope::Record | AttrScope::Event => f.matches_list(&l.attributes),
+                AttrScope::Resource => f.matches_list(&l.resource.attributes),
+            })
+    }
+
+    fn has_prefilter(&self) -> bool {
+        self.body_contains.is_some()
+    }
+
+    fn prefilter_columns(&self) -> &'static [&'static str] {
+        &["body", "body_json"]
+    }
+
+    fn prefilter(&self, b: &RecordBatch, i: usize) -> bool {
+        let Some(needle) = &self.body_contains else {
+            return true;
+        };
+        let body = b.column_by_name("body").and_then(|c| c.as_string_opt::<i32>());
+        match body {
+            Some(col) if col.is_valid(i) => contains_ci(col.value(i), &needle.to_lowercase()),
+            // Non-string bodies are decided on the decoded record.
+            _ => b
+                .column_by_name("body_json")
+                .and_then(|c| c.as_string_opt::<i32>())
+                .is_some_and(|c| c.is_valid(i)),
+        }
+    }
+}
+
+/// Metric point search.
+#[derive(Debug, Clone, Default)]
+pub struct MetricQuery {
+    pub name: Option<String>,
+    pub service: Option<String>,
+    /// Point attribute (label) filters; `Resource` scope for resource ones.
+    pub attributes: Vec<AttrFilter>,
+    pub start_ns: Option<u64>,
+    pub end_ns: Option<u64>,
+    pub limit: usize,
+    pub cursor: Option<Cursor>,
+}
+
+impl RecordQuery<MetricPoint> for MetricQuery {
+    fn term_groups(&self) -> Vec<TermGroup> {
+        let mut g = Vec::new();
+        if let Some(s) = &self.service {
+            g.push(single(terms::service(s)));
+        }
+        if let Some(n) = &self.name {
+            g.push(single(terms::name(n)));
+        }
+        g.extend(self.attributes.iter().filter_map(AttrFilter::group));
+        g
+    }
+
+    fn window(&self) -> (u64, u64) {
+        window_of(self.start_ns, self.end_ns)
+    }
+
+    fn limit(&self) -> usize {
+        self.limit
+    }
+
+    fn cursor(&self) -> Option<Cursor> {
+        self.cursor
+    }
+
+    fn matches(&self, p: &MetricPoint) -> bool {
+        self.service.as_deref().is_none_or(|v| p.service_name() == v)
+            && self.name.as_deref().is_none_or(|v| p.metric.name == v)
+            && in_window(p.time_unix_nano, self.start_ns, self.end_ns)
+            && self.attributes.iter().all(|f| match f.scope {
+                AttrScope::Record | AttrScope::Event => f.matches_list(&p.attributes),
+                AttrScope::Resource => f.matches_list(&p.resource.attributes),
+            })
+    }
+}
+
+/// Time column of each signal's parts, for the prefilter's window check.
+pub fn time_column(signal: crate::record::Signal) -> &'static str {
+    match signal {
+        crate::record::Signal::Spans => "start_time_unix_nano",
+        crate::record::Signal::Logs => "timestamp",
+        crate::record::Signal::Metrics => "time_unix_nano",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursor_round_trips_and_rejects_garbage() {
+        let c = Cursor {
+            time: 42,
+            key: RecordKey { hi: 7, lo: 9 },
+        };
+        assert_eq!(c.to_string().parse::<Cursor>().unwrap(), c);
+        assert!("nope".parse::<Cursor>().unwrap_err().contains("invalid cursor"));
+    }
+
+    #[test]
+    fn substring_is_case_insensitive() {
+        assert!(contains_ci("GET /Api/Users", "api/u"));
+        assert!(!contains_ci("GET", "post"));
+        assert!(contains_ci("Ünïcode ÄB", "äb"));
+    }
+}

@@ -1,0 +1,17 @@
+//! Queries: what can be asked of each signal, and how.
+//!
+//! Every filter has two halves: `term_groups` (postings that can only
+//! narrow the candidates) and `matches` (the predicate itself, re-checked on
+//! every decoded record). An index therefore never changes an answer, only
+//! how many rows are read to find it.
+
+pub mod aggregate;
+pub mod explain;
+pub mod filter;
+pub mod search;
+pub mod sketch;
+
+pub use aggregate::{Anomaly, OperationSummary, ServiceSummary, Summary};
+pub use explain::Explain;
+pub use filter::{AttrFilter, AttrPredicate, Cursor, LogQuery, MetricQuery, SpanQuery};
+pub use search::SearchResult;

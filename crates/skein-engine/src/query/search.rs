@@ -1,0 +1,478 @@
+//! Newest-first search across the hot tier and parts, with a lazy k-way
+//! merge: each source yields its matches in `(time, key)` descending order,
+//! and a source is only read when its best possible next match could be the
+//! next result. A part's candidate rows are bounded in time by the sidecar's
+//! time marks, so parts older than the results found so far are never
+//! decoded.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+use roaring::RoaringBitmap;
+
+use super::explain::{Explain, SourceExplain};
+use super::filter::{Cursor, RecordQuery, TermGroup};
+use crate::error::Result;
+use crate::hot::MemTable;
+use crate::part::index::TIME_MARK_STRIDE;
+use crate::part::{Columnar, Part};
+use crate::record::{Record, RecordKey, Signal};
+
+/// One place records can come from, newest first in a source list.
+pub enum Source<R: Record> {
+    Mem(Arc<parking_lot::RwLock<MemTable<R>>>),
+    Part(Arc<Part>),
+}
+
+impl<R: Record> Clone for Source<R> {
+    fn clone(&self) -> Self {
+        match self {
+            Source::Mem(m) => Source::Mem(m.clone()),
+            Source::Part(p) => Source::Part(p.clone()),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Hit<R> {
+    pub time: u64,
+    pub key: RecordKey,
+    pub record: Arc<R>,
+    source: usize,
+}
+
+/// Results of a search.
+#[derive(Debug)]
+pub struct SearchResult<R> {
+    pub records: Vec<Arc<R>>,
+    /// Set when more results may follow.
+    pub next_cursor: Option<Cursor>,
+    pub explain: Explain,
+}
+
+/// Rows a part stream still has to visit, newest first.
+enum Pending {
+    Rows(Vec<u32>),
+    Range { lo: u32, next: u32 },
+}
+
+impl Pending {
+    fn peek(&self, pos: usize) -> Option<u32> {
+        match self {
+            Pending::Rows(v) => v.get(pos).copied(),
+            Pending::Range { lo, next } => {
+                let r = next.checked_sub(pos as u32 + 1)?;
+                (r >= *lo).then_some(r)
+            }
+        }
+    }
+}
+
+struct PartStream {
+    part: Arc<Part>,
+    pending: Pending,
+    pos: usize,
+    chunk: usize,
+}
+
+enum StreamKind<R: Record> {
+    Mem(Vec<Hit<R>>),
+    Part(PartStream),
+}
+
+struct Stream<R: Record> {
+    kind: StreamKind<R>,
+    buffer: VecDeque<Hit<R>>,
+    explain: SourceExplain,
+}
+
+fn in_bounds(time: u64, key: RecordKey, window: (u64, u64), cursor: Option<Cursor>) -> bool {
+    time >= window.0 && time < window.1 && cursor.is_none_or(|c| (time, key) < (c.time, c.key))
+}
+
+/// Intersects posting groups; `None` means "no narrowing".
+fn candidates(
+    groups: &[TermGroup],
+    posting: impl Fn(u64) -> Option<RoaringBitmap>,
+    unindexed: impl Fn(u64) -> bool,
+    used: &mut Vec<String>,
+) -> Option<RoaringBitmap> {
+    let mut acc: Option<RoaringBitmap> = None;
+    for g in groups {
+        if g.attr_key.is_some_and(&unindexed) {
+            continue;
+        }
+        let mut union = RoaringBitmap::new();
+        for t in &g.terms {
+            if let Some(b) = posting(*t) {
+                union |= b;
+            }
+        }
+        used.push(format!(
+            "postings({} term{})",
+            g.terms.len(),
+            if g.terms.len() == 1 { "" } else { "s" }
+        ));
+        acc = Some(match acc {
+            None => union,
+            Some(a) => a & union,
+        });
+        if acc.as_ref().is_some_and(RoaringBitmap::is_empty) {
+            break;
+        }
+    }
+    acc
+}
+
+impl<R: Columnar> Stream<R> {
+    fn mem<Q: RecordQuery<R>>(source: usize, table: &MemTable<R>, q: &Q, indexes: &mut Vec<String>) -> Self {
+        let window = q.window();
+        let cursor = q.cursor();
+        let mut explain = SourceExplain::new("hot", None);
+        let cands = candidates(
+            &q.term_groups(),
+            |t| table.posting(t).cloned().or_else(|| Some(RoaringBitmap::new())),
+            |_| false,
+            indexes,
+        );
+        let trace_rows: Option<RoaringBitmap> = q
+            .trace()
+            .map(|t| table.trace_rows(t.as_u128()).iter().copied().collect());
+        let cands = match (cands, trace_rows) {
+            (Some(a), Some(b)) => Some(a & b),
+            (a, b) => a.or(b),
+        };
+        let mut hits = Vec::new();
+        let mut check = |row: u32| {
+            explain.rows_examined += 1;
+            if !table.is_live(row) {
+                return;
+            }
+            let r = table.row(row);
+            let (time, key) = (r.time(), r.key());
+            if in_bounds(time, key, window, cursor) && q.matches(r) {
+                hits.push(Hit {
+                    time,
+                    key,
+                    record: r.clone(),
+                    source,
+                });
+            }
+        };
+        match &cands {
+            Some(b) => b.iter().for_each(&mut check),
+            None => (0..table.total_rows()).for_each(&mut check),
+        }
+        hits.sort_unstable_by_key(|h| std::cmp::Reverse((h.time, h.key)));
+        explain.rows_decoded = 0;
+        Stream {
+            kind: StreamKind::Mem(hits),
+            buffer: VecDeque::new(),
+            explain,
+        }
+    }
+
+    fn part<Q: RecordQuery<R>>(part: Arc<Part>, q: &Q, indexes: &mut Vec<String>) -> Option<Self> {
+        let (mut start, mut end) = q.window();
+        if let Some(c) = q.cursor() {
+            end = end.min(c.time.saturating_add(1));
+        }
+        let mut explain = SourceExplain::new("part", Some(part.meta.id));
+        if part.meta.rows == 0 || part.meta.max_time < start || part.meta.min_time >= end {
+            explain.pruned = Some("time range".into());
+            return Some(Stream {
+                kind: StreamKind::Mem(Vec::new()),
+                buffer: VecDeque::new(),
+                explain,
+            });
+        }
+        start = start.max(part.meta.min_time);
+        let range = part.index.row_range(part.rows(), start, end);
+        let ix = &part.index;
+        let cands = candidates(
+            &q.term_groups(),
+            |t| Some(ix.posting(t).cloned().unwrap_or_default()),
+            |k| ix.unindexed_keys.contains(&k),
+            indexes,
+        );
+        let trace_rows: Option<RoaringBitmap> = q
+            .trace()
+            .map(|t| ix.traces.rows_of(t.as_u128()).iter().copied().collect());
+        let cands = match (cands, trace_rows) {
+            (Some(a), Some(b)) => Some(a & b),
+            (a, b) => a.or(b),
+        };
+        let pending = match cands {
+            Some(mut b) => {
+                b.remove_range(..range.start);
+                b.remove_range(range.end..);
+                if b.is_empty() {
+                    explain.pruned = Some("index".into());
+                }
+                let mut v: Vec<u32> = b.iter().collect();
+                v.reverse();
+                Pending::Rows(v)
+            }
+            None => Pending::Range {
+                lo: range.start,
+                next: range.end,
+            },
+        };
+        Some(Stream {
+            kind: StreamKind::Part(PartStream {
+                part,
+                pending,
+                pos: 0,
+                chunk: q.limit().clamp(16, 256),
+            }),
+            buffer: VecDeque::new(),
+            explain,
+        })
+    }
+
+    /// Upper bound of the next hit's time, exact when one is buffered.
+    fn head(&self) -> Option<(u64, RecordKey, bool)> {
+        if let Some(h) = self.buffer.front() {
+            return Some((h.time, h.key, true));
+        }
+        match &self.kind {
+            StreamKind::Mem(hits) => hits.first().map(|_| {
+                (
+                    u64::MAX,
+                    RecordKey {
+                        hi: u128::MAX,
+                        lo: u64::MAX,
+                    },
+                    false,
+                )
+            }),
+            StreamKind::Part(ps) => {
+                let row = ps.pending.peek(ps.pos)?;
+                let mark = (row / TIME_MARK_STRIDE + 1) as usize;
+                let bound = ps
+                    .part
+                    .index
+                    .time_marks
+                    .get(mark)
+                    .copied()
+                    .unwrap_or(ps.part.meta.max_time);
+                Some((
+                    bound,
+                    RecordKey {
+                        hi: u128::MAX,
+                        lo: u64::MAX,
+                    },
+                    false,
+                ))
+            }
+        }
+    }
+
+    /// Loads more hits into the buffer.
+    fn fill<Q: RecordQuery<R>>(&mut self, source: usize, q: &Q) -> Result<()> {
+        match &mut self.kind {
+            StreamKind::Mem(hits) => {
+                self.buffer.extend(hits.drain(..));
+                Ok(())
+            }
+            StreamKind::Part(ps) => {
+                let mut rows = Vec::with_capacity(ps.chunk);
+                while rows.len() < ps.chunk {
+                    match ps.pending.peek(ps.pos) {
+                        Some(r) => rows.push(r),
+                        None => break,
+                    }
+                    ps.pos += 1;
+                }
+                ps.chunk = (ps.chunk * 2).min(4096);
+                if rows.is_empty() {
+                    return Ok(());
+                }
+                rows.reverse();
+                self.explain.rows_examined += rows.len() as u64;
+                if q.has_prefilter() {
+                    let batches = ps.part.read_row_columns(q.prefilter_columns(), &rows)?;
+                    let mut keep = Vec::with_capacity(rows.len());
+                    let mut i = 0;
+                    for b in &batches {
+                        for r in 0..b.num_rows() {
+                            if q.prefilter(b, r) {
+                                keep.push(rows[i]);
+                            }
+                            i += 1;
+                        }
+                    }
+                    rows = keep;
+                }
+                self.explain.rows_decoded += rows.len() as u64;
+                let recs: Vec<R> = ps.part.read_rows(&rows)?;
+                let (window, cursor) = (q.window(), q.cursor());
+                let mut hits: Vec<Hit<R>> = recs
+                    .into_iter()
+                    .filter(|r| in_bounds(r.time(), r.key(), window, cursor) && q.matches(r))
+                    .map(|r| Hit {
+                        time: r.time(),
+                        key: r.key(),
+                        record: Arc::new(r),
+                        source,
+                    })
+                    .collect();
+                hits.sort_unstable_by_key(|h| std::cmp::Reverse((h.time, h.key)));
+                self.buffer.extend(hits);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Is there a newer version of `hit`'s span in a newer source? (Only spans
+/// can have versions: logs and metric points are keyed by content.)
+struct Shadows<'a, R: Record> {
+    sources: &'a [Source<R>],
+    part_traces: HashMap<(usize, u128), HashSet<u64>>,
+}
+
+impl<R: Columnar> Shadows<'_, R> {
+    fn shadowed(&mut self, hit: &Hit<R>) -> Result<bool> {
+        if R::SIGNAL != Signal::Spans {
+            return Ok(false);
+        }
+        for (i, s) in self.sources[..hit.source].iter().enumerate() {
+            match s {
+                Source::Mem(m) => {
+                    if m.read().row_of(&hit.key).is_some() {
+                        return Ok(true);
+                    }
+                }
+                Source::Part(p) => {
+                    let trace = hit.key.hi;
+                    if !p.index.traces.contains(trace) {
+                        continue;
+                    }
+                    if let std::collections::hash_map::Entry::Vacant(e) = self.part_traces.entry((i, trace)) {
+                        let mut rows = p.index.traces.rows_of(trace).to_vec();
+                        rows.sort_unstable();
+                        let recs: Vec<R> = p.read_rows(&rows)?;
+                        e.insert(recs.iter().map(|r| r.key().lo).collect());
+                    }
+                    if self.part_traces[&(i, trace)].contains(&hit.key.lo) {
+                        return Ok(true);
+                    }
+                }
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// Runs a search over `sources` (newest first).
+pub fn search<R: Columnar, Q: RecordQuery<R>>(sources: &[Source<R>], q: &Q) -> Result<SearchResult<R>> {
+    let limit = q.limit().max(1);
+    let mut indexes = Vec::new();
+    let mut streams: Vec<Stream<R>> = Vec::with_capacity(sources.len());
+    for (i, s) in sources.iter().enumerate() {
+        match s {
+            Source::Mem(m) => streams.push(Stream::mem(i, &m.read(), q, &mut indexes)),
+            Source::Part(p) => streams.extend(Stream::part(p.clone(), q, &mut indexes)),
+        }
+    }
+    let mut shadows = Shadows {
+        sources,
+        part_traces: HashMap::new(),
+    };
+    let mut out: Vec<Arc<R>> = Vec::new();
+    let mut seen: HashSet<RecordKey> = HashSet::new();
+    let mut last: Option<(u64, RecordKey)> = None;
+    let mut more = false;
+    loop {
+        let best = streams
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.head().map(|h| (h, i)))
+            // Ties go to bounds (to be resolved first), then to newer sources.
+            .max_by(|((ta, ka, ea), ia), ((tb, kb, eb), ib)| {
+                (ta, ka, !ea, std::cmp::Reverse(ia)).cmp(&(tb, kb, !eb, std::cmp::Reverse(ib)))
+            });
+        let Some(((_, _, exact), i)) = best else { break };
+        if !exact {
+            streams[i].fill(i, q)?;
+            continue;
+        }
+        if out.len() >= limit {
+            more = true;
+            break;
+        }
+        let Some(hit) = streams[i].buffer.pop_front() else {
+            continue;
+        };
+        // A newer source's copy was emitted already, or exists and did not
+        // match: either way this older copy must not be returned.
+        if seen.contains(&hit.key) || shadows.shadowed(&hit)? {
+            continue;
+        }
+        seen.insert(hit.key);
+        last = Some((hit.time, hit.key));
+        out.push(hit.record);
+    }
+    let mut explain = Explain::new(R::SIGNAL);
+    indexes.sort();
+    indexes.dedup();
+    explain.index_used = indexes;
+    for s in streams {
+        explain.add(s.explain);
+    }
+    Ok(SearchResult {
+        next_cursor: if more {
+            last.map(|(time, key)| Cursor { time, key })
+        } else {
+            None
+        },
+        records: out,
+        explain,
+    })
+}
+
+/// Every record of one trace across sources, newest version of each key.
+pub fn trace_records<R: Columnar>(sources: &[Source<R>], trace: u128, explain: &mut Explain) -> Result<Vec<Arc<R>>> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for s in sources {
+        match s {
+            Source::Mem(m) => {
+                let m = m.read();
+                let mut ex = SourceExplain::new("hot", None);
+                for &row in m.trace_rows(trace) {
+                    ex.rows_examined += 1;
+                    if m.is_live(row) {
+                        let r = m.row(row);
+                        if seen.insert(r.key()) {
+                            out.push(r.clone());
+                        }
+                    }
+                }
+                explain.add(ex);
+            }
+            Source::Part(p) => {
+                let mut ex = SourceExplain::new("part", Some(p.meta.id));
+                let rows = p.index.traces.rows_of(trace);
+                if rows.is_empty() {
+                    ex.pruned = Some("trace index".into());
+                    explain.add(ex);
+                    continue;
+                }
+                let mut rows = rows.to_vec();
+                rows.sort_unstable();
+                ex.rows_examined = rows.len() as u64;
+                ex.rows_decoded = rows.len() as u64;
+                for r in p.read_rows::<R>(&rows)? {
+                    if seen.insert(r.key()) {
+                        out.push(Arc::new(r));
+                    }
+                }
+                explain.add(ex);
+            }
+        }
+    }
+    explain.index_used = vec!["trace index".into()];
+    Ok(out)
+}

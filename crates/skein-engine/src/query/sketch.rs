@@ -1,0 +1,163 @@
+//! A mergeable latency histogram with bounded relative error (the DDSketch
+//! idea): value v > 0 falls in bucket ⌈log_γ v⌉ with γ = (1+α)/(1−α), so any
+//! quantile it reports is within α = 1% of a value in the data. Parts keep
+//! one per (service, operation); merging is adding counts.
+
+use serde::{Deserialize, Serialize};
+
+const ALPHA: f64 = 0.01;
+
+fn gamma_ln() -> f64 {
+    ((1.0 + ALPHA) / (1.0 - ALPHA)).ln()
+}
+
+/// Sparse buckets, sorted by index; index `i32::MIN` counts zeros.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sketch {
+    buckets: Vec<(i32, u64)>,
+    count: u64,
+    sum: f64,
+    max: u64,
+}
+
+const ZERO: i32 = i32::MIN;
+
+fn bucket_of(v: u64) -> i32 {
+    if v == 0 {
+        ZERO
+    } else {
+        ((v as f64).ln() / gamma_ln()).ceil() as i32
+    }
+}
+
+fn value_of(i: i32) -> f64 {
+    if i == ZERO {
+        return 0.0;
+    }
+    let g = gamma_ln().exp();
+    // The midpoint (in relative terms) of (γ^(i-1), γ^i].
+    2.0 * g.powi(i) / (g + 1.0)
+}
+
+impl Sketch {
+    pub fn new() -> Self {
+        Sketch::default()
+    }
+
+    pub fn add(&mut self, v: u64) {
+        self.add_n(v, 1);
+    }
+
+    fn add_n(&mut self, v: u64, n: u64) {
+        let b = bucket_of(v);
+        match self.buckets.binary_search_by_key(&b, |(i, _)| *i) {
+            Ok(pos) => self.buckets[pos].1 += n,
+            Err(pos) => self.buckets.insert(pos, (b, n)),
+        }
+        self.count += n;
+        self.sum += v as f64 * n as f64;
+        self.max = self.max.max(v);
+    }
+
+    pub fn merge(&mut self, other: &Sketch) {
+        let mut merged = Vec::with_capacity(self.buckets.len() + other.buckets.len());
+        let (a, b) = (&self.buckets, &other.buckets);
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() && j < b.len() {
+            match a[i].0.cmp(&b[j].0) {
+                std::cmp::Ordering::Equal => {
+                    merged.push((a[i].0, a[i].1 + b[j].1));
+                    i += 1;
+                    j += 1;
+                }
+                std::cmp::Ordering::Less => {
+                    merged.push(a[i]);
+                    i += 1;
+                }
+                std::cmp::Ordering::Greater => {
+                    merged.push(b[j]);
+                    j += 1;
+                }
+            }
+        }
+        merged.extend_from_slice(&a[i..]);
+        merged.extend_from_slice(&b[j..]);
+        self.buckets = merged;
+        self.count += other.count;
+        self.sum += other.sum;
+        self.max = self.max.max(other.max);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    pub fn mean(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum / self.count as f64
+        }
+    }
+
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// The nearest-rank `q` quantile (0 < q ≤ 1), within 1% relative error;
+    /// never above the exact maximum.
+    pub fn quantile(&self, q: f64) -> u64 {
+        if self.count == 0 {
+            return 0;
+        }
+        let rank = ((q * self.count as f64).ceil() as u64).clamp(1, self.count);
+        let mut seen = 0;
+        for (i, n) in &self.buckets {
+            seen += n;
+            if seen >= rank {
+                return (value_of(*i).round() as u64).min(self.max);
+            }
+        }
+        self.max
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn exact(values: &mut [u64], q: f64) -> u64 {
+        values.sort_unstable();
+        let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
+        values[rank - 1]
+    }
+
+    proptest! {
+        #[test]
+        fn quantiles_are_within_one_percent(
+            values in prop::collection::vec(0u64..10_000_000_000, 1..500),
+            q in 0.01f64..1.0,
+        ) {
+            let mut s = Sketch::new();
+            for v in &values { s.add(*v); }
+            let mut sorted = values.clone();
+            let want = exact(&mut sorted, q) as f64;
+            let got = s.quantile(q) as f64;
+            prop_assert!((got - want).abs() <= want * 0.0101 + 1.0, "q={q} want {want} got {got}");
+        }
+
+        #[test]
+        fn merge_equals_adding_everything(
+            a in prop::collection::vec(0u64..1_000_000, 0..100),
+            b in prop::collection::vec(0u64..1_000_000, 0..100),
+        ) {
+            let (mut sa, mut sb, mut all) = (Sketch::new(), Sketch::new(), Sketch::new());
+            for v in &a { sa.add(*v); all.add(*v); }
+            for v in &b { sb.add(*v); all.add(*v); }
+            sa.merge(&sb);
+            prop_assert_eq!(sa.buckets, all.buckets);
+            prop_assert_eq!(sa.count, all.count);
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! What the engine needs to know about each signal's records: identity,
+//! time, trace, index terms and size, behind one trait.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use skein_model::{LogRecord, MetricDesc, MetricPoint, Resource, Scope, Span, TraceId};
+use xxhash_rust::xxh3::Xxh3;
+
+use crate::terms::{self, AttrScope, IndexTerm};
+
+/// The three telemetry signals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Signal {
+    Spans,
+    Logs,
+    Metrics,
+}
+
+impl Signal {
+    pub const ALL: [Signal; 3] = [Signal::Spans, Signal::Logs, Signal::Metrics];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Signal::Spans => "spans",
+            Signal::Logs => "logs",
+            Signal::Metrics => "metrics",
+        }
+    }
+
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    pub fn from_code(c: u8) -> Option<Signal> {
+        Signal::ALL.get(c as usize).copied()
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A record's identity. Spans: (trace_id, span_id). Logs and metric points:
+/// a 128-bit hash of their whole content, so an identical record stored
+/// twice (a client retry, a WAL replay) is one record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct RecordKey {
+    pub hi: u128,
+    pub lo: u64,
+}
+
+pub trait Record: Clone + Send + Sync + Serialize + DeserializeOwned + std::fmt::Debug + 'static {
+    const SIGNAL: Signal;
+
+    /// The time records are ordered and windowed by, in ns since the epoch.
+    fn time(&self) -> u64;
+    fn key(&self) -> RecordKey;
+    fn trace_id(&self) -> Option<TraceId>;
+    fn resource(&self) -> &Arc<Resource>;
+    fn scope(&self) -> &Arc<Scope>;
+    fn metric_desc(&self) -> Option<&Arc<MetricDesc>> {
+        None
+    }
+    /// Sets the shared parts after decoding a wire batch.
+    fn attach(&mut self, resource: Arc<Resource>, scope: Arc<Scope>, metric: Option<Arc<MetricDesc>>);
+    fn approx_size(&self) -> usize;
+    /// Terms for the postings index.
+    fn index_terms(&self, out: &mut Vec<IndexTerm>);
+
+    fn service_name(&self) -> &str {
+        self.resource().service_name()
+    }
+}
+
+fn common_terms(service: &str, resource: &Resource, out: &mut Vec<IndexTerm>) {
+    terms::plain(terms::service(service), out);
+    terms::attr_terms(AttrScope::Resource, &resource.attributes, out);
+}
+
+impl Record for Span {
+    const SIGNAL: Signal = Signal::Spans;
+
+    fn time(&self) -> u64 {
+        self.start_time_unix_nano
+    }
+    fn key(&self) -> RecordKey {
+        RecordKey {
+            hi: self.trace_id.as_u128(),
+            lo: self.span_id.as_u64(),
+        }
+    }
+    fn trace_id(&self) -> Option<TraceId> {
+        Some(self.trace_id)
+    }
+    fn resource(&self) -> &Arc<Resource> {
+        &self.resource
+    }
+    fn scope(&self) -> &Arc<Scope> {
+        &self.scope
+    }
+    fn attach(&mut self, resource: Arc<Resource>, scope: Arc<Scope>, _: Option<Arc<MetricDesc>>) {
+        self.resource = resource;
+        self.scope = scope;
+    }
+    fn approx_size(&self) -> usize {
+        Span::approx_size(self)
+    }
+    fn index_terms(&self, out: &mut Vec<IndexTerm>) {
+        common_terms(self.service_name(), &self.resource, out);
+        terms::plain(terms::name(&self.name), out);
+        terms::plain(terms::kind(self.kind as u8), out);
+        terms::plain(terms::status(self.status.code as u8), out);
+        terms::attr_terms(AttrScope::Record, &self.attributes, out);
+        for e in &self.events {
+            terms::attr_terms(AttrScope::Event, &e.attributes, out);
+        }
+    }
+}
+
+/// Hashes the serialized content of a record with its shared parts.
+fn content_key<R: Serialize>(r: &R, parts: &[&dyn erased::Ser]) -> RecordKey {
+    let mut w = HashWriter(Xxh3::new());
+    // postcard into a hashing writer cannot fail except on I/O, which this
+    // writer never reports.
+    let _ = postcard::to_io(r, &mut w);
+    for p in parts {
+        p.hash_into(&mut w);
+    }
+    let h = w.0.digest128();
+    RecordKey { hi: h, lo: 0 }
+}
+
+struct HashWriter(Xxh3);
+impl std::io::Write for HashWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+mod erased {
+    pub trait Ser {
+        fn hash_into(&self, w: &mut super::HashWriter);
+    }
+    impl<T: serde::Serialize> Ser for T {
+        fn hash_into(&self, w: &mut super::HashWriter) {
+            let _ = postcard::to_io(self, w);
+        }
+    }
+}
+
+impl Record for LogRecord {
+    const SIGNAL: Signal = Signal::Logs;
+
+    fn time(&self) -> u64 {
+        self.effective_time()
+    }
+    fn key(&self) -> RecordKey {
+        content_key(self, &[&*self.resource, &*self.scope])
+    }
+    fn trace_id(&self) -> Option<TraceId> {
+        self.trace_id
+    }
+    fn resource(&self) -> &Arc<Resource> {
+        &self.resource
+    }
+    fn scope(&self) -> &Arc<Scope> {
+        &self.scope
+    }
+    fn attach(&mut self, resource: Arc<Resource>, scope: Arc<Scope>, _: Option<Arc<MetricDesc>>) {
+        self.resource = resource;
+        self.scope = scope;
+    }
+    fn approx_size(&self) -> usize {
+        LogRecord::approx_size(self)
+    }
+    fn index_terms(&self, out: &mut Vec<IndexTerm>) {
+        common_terms(self.service_name(), &self.resource, out);
+        terms::plain(terms::severity(self.severity_number), out);
+        if !self.event_name.is_empty() {
+            terms::plain(terms::name(&self.event_name), out);
+        }
+        terms::attr_terms(AttrScope::Record, &self.attributes, out);
+    }
+}
+
+impl Record for MetricPoint {
+    const SIGNAL: Signal = Signal::Metrics;
+
+    fn time(&self) -> u64 {
+        self.time_unix_nano
+    }
+    fn key(&self) -> RecordKey {
+        content_key(self, &[&*self.metric, &*self.resource, &*self.scope])
+    }
+    fn trace_id(&self) -> Option<TraceId> {
+        None
+    }
+    fn resource(&self) -> &Arc<Resource> {
+        &self.resource
+    }
+    fn scope(&self) -> &Arc<Scope> {
+        &self.scope
+    }
+    fn metric_desc(&self) -> Option<&Arc<MetricDesc>> {
+        Some(&self.metric)
+    }
+    fn attach(&mut self, resource: Arc<Resource>, scope: Arc<Scope>, metric: Option<Arc<MetricDesc>>) {
+        self.resource = resource;
+        self.scope = scope;
+        if let Some(m) = metric {
+            self.metric = m;
+        }
+    }
+    fn approx_size(&self) -> usize {
+        MetricPoint::approx_size(self)
+    }
+    fn index_terms(&self, out: &mut Vec<IndexTerm>) {
+        common_terms(self.service_name(), &self.resource, out);
+        terms::plain(terms::name(&self.metric.name), out);
+        terms::attr_terms(AttrScope::Record, &self.attributes, out);
+    }
+}
+
+/// Identity of a metric series: name, resource and point attributes.
+pub fn series_id(p: &MetricPoint) -> u64 {
+    let mut h = Xxh3::new();
+    h.update(p.metric.name.as_bytes());
+    let mut w = HashWriter(Xxh3::new());
+    let _ = postcard::to_io(&p.resource.attributes, &mut w);
+    let _ = postcard::to_io(&p.attributes, &mut w);
+    h.update(&w.0.digest128().to_le_bytes());
+    h.digest()
+}

@@ -1,0 +1,17 @@
+//! OpenTelemetry GenAI semantic-convention attribute names, with the
+//! OpenInference and OpenLLMetry spellings that mean the same thing. The
+//! engine reserves part columns for these (see skein-engine's part schema);
+//! interpreting them (tokens, cost, sessions) comes with the LLM features.
+
+pub const REQUEST_MODEL: &[&str] = &["gen_ai.request.model", "llm.model_name", "llm.request.model"];
+pub const INPUT_TOKENS: &[&str] = &[
+    "gen_ai.usage.input_tokens",
+    "llm.token_count.prompt",
+    "gen_ai.usage.prompt_tokens",
+];
+pub const OUTPUT_TOKENS: &[&str] = &[
+    "gen_ai.usage.output_tokens",
+    "llm.token_count.completion",
+    "gen_ai.usage.completion_tokens",
+];
+pub const SESSION_ID: &[&str] = &["gen_ai.conversation.id", "session.id"];

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs every Skein test on a fresh machine: installs what the tests need
+# (Python clients, …), then formatting, lints, and the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+# One warm build directory outside the clone, shared by runs.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/skein-target}"
+export CARGO_TERM_COLOR=never
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "test dependencies"
+python3 -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+# Conformance tests fail (not skip) when a client is missing.
+export SKEIN_REQUIRE_CLIENTS=1
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "cargo test"
+cargo test --workspace --locked
+
+step "all tests passed"
