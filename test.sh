@@ -12,6 +12,14 @@ step() { printf '\n== %s\n' "$*"; }
 
 step "test dependencies"
 python3 -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+# The OpenTelemetry JS SDK (tests/conformance/package-lock.json), reinstalled
+# only when the lock file changes.
+lock_sum="$(sha256sum tests/conformance/package-lock.json | cut -d' ' -f1)"
+lock_stamp=tests/conformance/node_modules/.skein-lock-sha256
+if [ "$(cat "$lock_stamp" 2>/dev/null)" != "$lock_sum" ]; then
+    npm ci --prefix tests/conformance --loglevel=error --no-audit --no-fund --no-update-notifier
+    echo "$lock_sum" >"$lock_stamp"
+fi
 # Conformance tests fail (not skip) when a client is missing.
 export SKEIN_REQUIRE_CLIENTS=1
 

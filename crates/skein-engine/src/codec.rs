@@ -140,4 +140,79 @@ mod tests {
         let err = decode_batch::<skein_model::Span>(b"not zstd").unwrap_err();
         assert!(err.to_string().starts_with("corrupt batch"), "{err}");
     }
+
+    // ----------------------------------------------- damaged WAL batches
+
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+
+    /// Decodes `bytes` as a batch of `R`; whatever decodes must be usable by
+    /// replay and re-encode to the same records.
+    fn decode_checked<R: Record>(bytes: &[u8]) {
+        let Ok(records) = decode_batch::<R>(bytes) else { return };
+        let mut terms = Vec::new();
+        for r in &records {
+            let _ = (r.time(), r.key(), r.trace_id(), r.approx_size());
+            r.index_terms(&mut terms);
+        }
+        let again: Vec<R> = decode_batch(&encode_batch(&records).unwrap()).unwrap();
+        assert_eq!(format!("{again:?}"), format!("{records:?}"));
+    }
+
+    fn decode_as_every_signal(bytes: &[u8]) {
+        decode_checked::<skein_model::Span>(bytes);
+        decode_checked::<skein_model::LogRecord>(bytes);
+        decode_checked::<skein_model::MetricPoint>(bytes);
+    }
+
+    /// XORs bytes at the given positions, then maybe truncates.
+    fn mutate(mut bytes: Vec<u8>, edits: &[(Index, u8)], cut: Option<Index>) -> Vec<u8> {
+        if !bytes.is_empty() {
+            for (at, x) in edits {
+                let i = at.index(bytes.len());
+                bytes[i] ^= x;
+            }
+        }
+        if let Some(cut) = cut {
+            bytes.truncate(cut.index(bytes.len() + 1));
+        }
+        bytes
+    }
+
+    fn valid_batch(which: usize) -> Vec<u8> {
+        match which {
+            0 => encode_batch(&testdata::spans(2, 3)).unwrap(),
+            1 => encode_batch(&testdata::logs(4)).unwrap(),
+            _ => encode_batch(&testdata::metric_points(6)).unwrap(),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn arbitrary_bytes_never_panic(data in prop::collection::vec(any::<u8>(), 0..512)) {
+            decode_as_every_signal(&data);
+            // The same bytes as the postcard body inside the zstd frame.
+            decode_as_every_signal(&zstd::bulk::compress(&data, 1).unwrap());
+        }
+
+        #[test]
+        fn damaged_batches_never_panic(
+            which in 0..3usize,
+            inside in any::<bool>(),
+            edits in prop::collection::vec((any::<Index>(), 1..=255u8), 1..4),
+            cut in prop::option::of(any::<Index>()),
+        ) {
+            let batch = valid_batch(which);
+            let damaged = if inside {
+                // Damage the postcard body, in a well-formed zstd frame.
+                let raw = zstd::bulk::decompress(&batch, 1 << 20).unwrap();
+                zstd::bulk::compress(&mutate(raw, &edits, cut), 1).unwrap()
+            } else {
+                mutate(batch, &edits, cut)
+            };
+            decode_as_every_signal(&damaged);
+        }
+    }
 }

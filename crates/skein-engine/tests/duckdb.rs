@@ -11,8 +11,9 @@ use skein_model::corpus::Corpus;
 /// Runs a DuckDB query through its Python package; `None` when DuckDB is not
 /// installed and the run does not require it (test.sh requires it).
 fn duckdb(sql: &str) -> Option<String> {
-    let script = format!("import duckdb, sys\nfor row in duckdb.sql(sys.argv[1]).fetchall():\n    print('|'.join(str(v) for v in row))");
-    let out = Command::new("python3").args(["-c", &script, sql]).output();
+    let script =
+        "import duckdb, sys\nfor row in duckdb.sql(sys.argv[1]).fetchall():\n    print('|'.join(str(v) for v in row))";
+    let out = Command::new("python3").args(["-c", script, sql]).output();
     match out {
         Ok(o) if o.status.success() => Some(String::from_utf8_lossy(&o.stdout).trim().to_string()),
         Ok(o) => {
@@ -87,7 +88,10 @@ fn duckdb_reads_span_log_and_metric_parts() {
     // Aggregates over the whole file agree with the corpus.
     let errors = spans.iter().filter(|s| s.is_error()).count();
     let total_ns: u64 = spans.iter().map(|s| s.duration_ns()).sum();
-    let agg = duckdb(&format!("SELECT count(*) FILTER (WHERE status_code = 2), sum(duration_ns) FROM '{f}'")).unwrap();
+    let agg = duckdb(&format!(
+        "SELECT count(*) FILTER (WHERE status_code = 2), sum(duration_ns) FROM '{f}'"
+    ))
+    .unwrap();
     assert_eq!(agg, format!("{errors}|{total_ns}"));
     // Rows are sorted by start time, as the footer declares.
     let sorted = duckdb(&format!(
@@ -98,7 +102,10 @@ fn duckdb_reads_span_log_and_metric_parts() {
 
     let logs = &parts(dir.path(), "logs")[0];
     assert_eq!(
-        duckdb(&format!("SELECT count(*), count(*) FILTER (WHERE severity_number >= 17) FROM '{logs}'")).unwrap(),
+        duckdb(&format!(
+            "SELECT count(*), count(*) FILTER (WHERE severity_number >= 17) FROM '{logs}'"
+        ))
+        .unwrap(),
         "300|75"
     );
     let metrics = &parts(dir.path(), "metrics")[0];

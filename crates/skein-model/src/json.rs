@@ -449,6 +449,29 @@ pub fn attrs_to_plain_json(attrs: &[KeyValue]) -> Map<String, Value> {
     m
 }
 
+/// A plain JSON value as an attribute value: integers that fit i64 are
+/// ints, other numbers doubles, objects maps, null empty.
+pub fn plain_json_to_any_value(v: &Value) -> AnyValue {
+    match v {
+        Value::Null => AnyValue::Empty,
+        Value::Bool(b) => AnyValue::Bool(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => AnyValue::Int(i),
+            None => AnyValue::Double(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => AnyValue::Str(s.clone()),
+        Value::Array(a) => AnyValue::Array(a.iter().map(plain_json_to_any_value).collect()),
+        Value::Object(o) => AnyValue::Map(
+            o.iter()
+                .map(|(k, v)| KeyValue {
+                    key: k.clone(),
+                    value: plain_json_to_any_value(v),
+                })
+                .collect(),
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

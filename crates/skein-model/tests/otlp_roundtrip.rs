@@ -981,6 +981,123 @@ fn invalid_metric() -> impl Strategy<Value = (pm::Metric, u64)> {
 }
 
 // ---------------------------------------------------------------------------
+// Protobuf bytes: decode → convert never panics and never miscounts
+// ---------------------------------------------------------------------------
+
+/// Every submitted record is accepted or rejected, and the kept messages
+/// agree with the count.
+fn assert_outcome<T>(d: &skein_model::otlp::Decoded<T>, submitted: usize) {
+    assert_eq!(d.records.len() as u64 + d.rejected, submitted as u64, "{:?}", d.errors);
+    assert_eq!(d.errors.len() as u64, d.rejected.min(MAX_ERROR_MESSAGES as u64));
+}
+
+/// Accepted records re-encode to a request that is accepted whole, unchanged.
+fn assert_stable<T: Debug, M>(
+    records: &[T],
+    encode: impl Fn(&[T]) -> M,
+    decode: impl Fn(M) -> skein_model::otlp::Decoded<T>,
+) {
+    let again = decode(encode(records));
+    assert_eq!(again.rejected, 0, "{}", again.error_message());
+    assert_eq!(format!("{:?}", again.records), format!("{records:?}"));
+}
+
+/// Decodes `body` as each signal's export request (what OTLP/gRPC and
+/// OTLP/HTTP ingest do) and converts whatever decodes.
+fn decode_protobuf(body: &[u8]) {
+    if let Ok(req) = ExportTraceServiceRequest::decode(body) {
+        let n = span_count(&req);
+        let d = spans_from_otlp(req);
+        assert_outcome(&d, n);
+        assert_stable(&d.records, spans_to_otlp, spans_from_otlp);
+    }
+    if let Ok(req) = ExportLogsServiceRequest::decode(body) {
+        let n = log_count(&req);
+        let d = logs_from_otlp(req);
+        assert_outcome(&d, n);
+        assert_stable(&d.records, logs_to_otlp, logs_from_otlp);
+    }
+    if let Ok(req) = ExportMetricsServiceRequest::decode(body) {
+        // A metric without data is one rejection of its own.
+        let no_data = req
+            .resource_metrics
+            .iter()
+            .flat_map(|rm| &rm.scope_metrics)
+            .flat_map(|sm| &sm.metrics)
+            .filter(|m| m.data.is_none())
+            .count();
+        let n = metric_point_count(&req) + no_data;
+        let d = metrics_from_otlp(req);
+        assert_outcome(&d, n);
+        assert_stable(&d.records, metrics_to_otlp, metrics_from_otlp);
+    }
+}
+
+/// Damage to an encoded request: XORed bytes, an inserted run, a cut.
+fn damage(
+    mut bytes: Vec<u8>,
+    edits: &[(prop::sample::Index, u8)],
+    insert: &Option<(prop::sample::Index, Vec<u8>)>,
+    cut: Option<prop::sample::Index>,
+) -> Vec<u8> {
+    if !bytes.is_empty() {
+        for (at, x) in edits {
+            let i = at.index(bytes.len());
+            bytes[i] ^= x;
+        }
+    }
+    if let Some((at, run)) = insert {
+        let i = at.index(bytes.len() + 1);
+        bytes.splice(i..i, run.iter().copied());
+    }
+    if let Some(cut) = cut {
+        bytes.truncate(cut.index(bytes.len() + 1));
+    }
+    bytes
+}
+
+fn damage_strategy() -> impl Strategy<
+    Value = (
+        Vec<(prop::sample::Index, u8)>,
+        Option<(prop::sample::Index, Vec<u8>)>,
+        Option<prop::sample::Index>,
+    ),
+> {
+    (
+        vec((any::<prop::sample::Index>(), 1..=255u8), 0..4),
+        proptest::option::of((any::<prop::sample::Index>(), vec(any::<u8>(), 1..8))),
+        proptest::option::weighted(0.3, any::<prop::sample::Index>()),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..config() })]
+
+    #[test]
+    fn arbitrary_protobuf_bytes_never_panic(body in vec(any::<u8>(), 0..512)) {
+        decode_protobuf(&body);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..config() })]
+
+    /// Valid requests with damage: reaches every field with wrong wire types,
+    /// lengths and values.
+    #[test]
+    fn damaged_protobuf_requests_never_panic(
+        traces in trace_request(),
+        logs in logs_request(),
+        metrics in metrics_request(),
+        (edits, insert, cut) in damage_strategy(),
+    ) {
+        for bytes in [traces.encode_to_vec(), logs.encode_to_vec(), metrics.encode_to_vec()] {
+            decode_protobuf(&damage(bytes, &edits, &insert, cut));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
 // Fixed cases
 // ---------------------------------------------------------------------------
 

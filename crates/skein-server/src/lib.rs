@@ -1,1 +1,20 @@
+//! Skein's network surfaces over the engine: OTLP/gRPC and OTLP/HTTP ingest,
+//! the simple JSON span API, the REST query API, health and self-metrics,
+//! with admission control in front of ingest.
 
+mod admission;
+pub mod api;
+pub mod app;
+pub mod body;
+pub mod config;
+mod health;
+mod ingest;
+pub mod json_api;
+pub mod metrics;
+mod otlp_grpc;
+pub mod otlp_http;
+pub mod serve;
+mod spans_api;
+
+pub use config::ServerConfig;
+pub use serve::{ServeError, run};

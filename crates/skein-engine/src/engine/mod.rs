@@ -297,12 +297,15 @@ impl Engine {
     }
 
     /// Stops background work, flushes the hot tier to parts and syncs.
-    pub fn close(self) -> Result<()> {
+    /// Later ingests fail with `Error::Closed`. Idempotent.
+    pub fn close(&self) -> Result<()> {
         self.shutdown(true)
     }
 
     fn shutdown(&self, flush: bool) -> Result<()> {
-        self.inner.stop.store(true, Ordering::SeqCst);
+        if self.inner.stop.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
         {
             let mut w = self.inner.wake.lock();
             *w = true;
@@ -322,9 +325,7 @@ impl Engine {
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        if !self.inner.stop.load(Ordering::SeqCst)
-            && let Err(e) = self.shutdown(false)
-        {
+        if let Err(e) = self.shutdown(false) {
             tracing::error!("engine shutdown: {e}");
         }
     }

@@ -367,4 +367,127 @@ mod tests {
         let none = idx.row_range(rows, 1000, 2000);
         assert!(none.end - none.start <= TIME_MARK_STRIDE);
     }
+
+    // ------------------------------------------- damaged sidecar files
+
+    use crate::part::Columnar;
+    use crate::testdata;
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+
+    fn index_of<R: Columnar>(records: &[R]) -> PartIndex {
+        let mut b = IndexBuilder::default();
+        for r in records {
+            b.add(r, |ix| r.add_stats(ix));
+        }
+        b.finish()
+    }
+
+    fn valid_index(which: usize) -> PartIndex {
+        match which {
+            0 => index_of(&testdata::spans(3, 4)),
+            1 => index_of(&testdata::logs(8)),
+            _ => index_of(&testdata::metric_points(8)),
+        }
+    }
+
+    /// A sidecar file around `body` (a zstd frame) with a matching checksum.
+    fn framed(body: &[u8]) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(body).to_le_bytes());
+        out.extend_from_slice(body);
+        out
+    }
+
+    /// Everything queries ask of a loaded index, rendered for comparison.
+    fn exercise(ix: &PartIndex) -> String {
+        for id in ix.traces.ids() {
+            assert!(ix.traces.contains(*id));
+            let _ = ix.traces.rows_of(*id);
+        }
+        let _ = (ix.traces.rows_of(0), ix.memory_bytes(), ix.row_range(5000, 0, u64::MAX));
+        // Sizes, not rows: a few bytes of runs can hold billions of rows.
+        let mut postings: Vec<_> = ix
+            .postings
+            .iter()
+            .map(|(t, b)| (*t, b.len(), b.min(), b.max()))
+            .collect();
+        postings.sort_unstable();
+        let mut unindexed: Vec<_> = ix.unindexed_keys.iter().collect();
+        unindexed.sort_unstable();
+        format!(
+            "{:?} {postings:?} {unindexed:?} {:?} {:?}",
+            ix.traces, ix.time_marks, ix.stats
+        )
+    }
+
+    /// Decodes `file`; whatever decodes must be usable and re-encode to the
+    /// same index.
+    fn decode_checked(file: &[u8]) {
+        let Ok(ix) = decode(file) else { return };
+        let seen = exercise(&ix);
+        let again = decode(&encode(&ix).unwrap()).unwrap();
+        assert_eq!(exercise(&again), seen);
+    }
+
+    /// XORs bytes at the given positions, then maybe truncates.
+    fn mutate(mut bytes: Vec<u8>, edits: &[(Index, u8)], cut: Option<Index>) -> Vec<u8> {
+        if !bytes.is_empty() {
+            for (at, x) in edits {
+                let i = at.index(bytes.len());
+                bytes[i] ^= x;
+            }
+        }
+        if let Some(cut) = cut {
+            bytes.truncate(cut.index(bytes.len() + 1));
+        }
+        bytes
+    }
+
+    #[test]
+    fn sidecars_round_trip() {
+        for which in 0..3 {
+            let ix = valid_index(which);
+            let back = decode(&encode(&ix).unwrap()).unwrap();
+            assert_eq!(exercise(&back), exercise(&ix));
+        }
+        let err = decode(b"SKEINIDX\x01\0\0\0\0\0\0\0junk").unwrap_err();
+        assert!(err.to_string().contains("checksum mismatch"), "{err}");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn arbitrary_bytes_never_panic(data in prop::collection::vec(any::<u8>(), 0..512)) {
+            decode_checked(&data);
+            // The same bytes past the checksum: as the zstd body, and as
+            // the postcard inside it.
+            decode_checked(&framed(&data));
+            decode_checked(&framed(&zstd::bulk::compress(&data, 1).unwrap()));
+        }
+
+        #[test]
+        fn damaged_sidecars_never_panic(
+            which in 0..3usize,
+            layer in 0..3usize,
+            edits in prop::collection::vec((any::<Index>(), 1..=255u8), 1..4),
+            cut in prop::option::of(any::<Index>()),
+        ) {
+            let file = encode(&valid_index(which)).unwrap();
+            let damaged = match layer {
+                // The file as stored: the checksum catches almost everything.
+                0 => mutate(file, &edits, cut),
+                // The zstd body, with a checksum that matches it.
+                1 => framed(&mutate(file[16..].to_vec(), &edits, cut)),
+                // The postcard bytes, in a well-formed frame.
+                _ => {
+                    let raw = zstd::bulk::decompress(&file[16..], 1 << 20).unwrap();
+                    framed(&zstd::bulk::compress(&mutate(raw, &edits, cut), 1).unwrap())
+                }
+            };
+            decode_checked(&damaged);
+        }
+    }
 }

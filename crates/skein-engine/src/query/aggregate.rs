@@ -105,10 +105,31 @@ impl OpAcc {
 /// Span aggregates gathered over a window.
 #[derive(Default)]
 struct SpanAgg {
-    ops: HashMap<(String, String), OpAcc>,
+    /// service → operation → accumulator (nested so lookups by `&str` never
+    /// allocate; a key is copied only the first time it is seen).
+    ops: HashMap<String, HashMap<String, OpAcc>>,
     traces: HashMap<String, u64>,
     min_time: u64,
     max_time: u64,
+}
+
+impl SpanAgg {
+    fn op(&mut self, service: &str, name: &str) -> &mut OpAcc {
+        if !self.ops.contains_key(service) {
+            self.ops.insert(service.to_string(), HashMap::new());
+        }
+        let by_name = self.ops.get_mut(service).expect("inserted above");
+        if !by_name.contains_key(name) {
+            by_name.insert(name.to_string(), OpAcc::default());
+        }
+        by_name.get_mut(name).expect("inserted above")
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&String, &String, &OpAcc)> {
+        self.ops
+            .iter()
+            .flat_map(|(svc, m)| m.iter().map(move |(n, a)| (svc, n, a)))
+    }
 }
 
 fn rate(count: u64, w: Window, min_time: u64, max_time: u64) -> f64 {
@@ -126,19 +147,129 @@ fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 { 0.0 } else { a as f64 / b as f64 }
 }
 
+/// Per source, the rows holding a span that a newer source holds too: it was
+/// ingested again after this copy was frozen or flushed, and only the newest
+/// version may be counted, as only it is searched and returned. Only traces
+/// present in both an older and a newer source can have such rows, so only
+/// their span ids are read; sources without any are aggregated as before.
+fn shadowed_span_rows(sources: &[Source<Span>], w: Window) -> Result<Vec<HashSet<u32>>> {
+    let mut shadowed = vec![HashSet::new(); sources.len()];
+    if sources.len() < 2 {
+        return Ok(shadowed);
+    }
+    let traces: Vec<std::borrow::Cow<'_, [u128]>> = sources
+        .iter()
+        .map(|s| match s {
+            Source::Mem(m) => {
+                let m = m.read();
+                let mut t: Vec<u128> = (0..m.total_rows())
+                    .filter(|&r| m.is_live(r))
+                    .map(|r| m.row(r).trace_id.as_u128())
+                    .collect();
+                t.sort_unstable();
+                t.dedup();
+                t.into()
+            }
+            Source::Part(p) => p.index.traces.ids().into(),
+        })
+        .collect();
+    // (older, newer, shared traces), for older sources the window can use.
+    let mut pairs = Vec::new();
+    let mut needed: Vec<HashSet<u128>> = vec![HashSet::new(); sources.len()];
+    for i in 1..sources.len() {
+        if let Source::Part(p) = &sources[i]
+            && w.misses_part(p)
+        {
+            continue;
+        }
+        for j in 0..i {
+            let (small, large) = if traces[i].len() <= traces[j].len() {
+                (&traces[i], &traces[j])
+            } else {
+                (&traces[j], &traces[i])
+            };
+            let shared: Vec<u128> = small
+                .iter()
+                .copied()
+                .filter(|t| large.binary_search(t).is_ok())
+                .collect();
+            if !shared.is_empty() {
+                needed[i].extend(&shared);
+                needed[j].extend(&shared);
+                pairs.push((i, j, shared));
+            }
+        }
+    }
+    if pairs.is_empty() {
+        return Ok(shadowed);
+    }
+    // (span id, row) of the needed traces' spans, per source and trace.
+    let mut spans: Vec<HashMap<u128, Vec<(u64, u32)>>> = vec![HashMap::new(); sources.len()];
+    for (k, s) in sources.iter().enumerate() {
+        if needed[k].is_empty() {
+            continue;
+        }
+        match s {
+            Source::Mem(m) => {
+                let m = m.read();
+                for &t in &needed[k] {
+                    for &row in m.trace_rows(t) {
+                        if m.is_live(row) {
+                            spans[k].entry(t).or_default().push((m.row(row).span_id.as_u64(), row));
+                        }
+                    }
+                }
+            }
+            Source::Part(p) => {
+                let mut rows: Vec<(u32, u128)> = needed[k]
+                    .iter()
+                    .flat_map(|&t| p.index.traces.rows_of(t).iter().map(move |&r| (r, t)))
+                    .collect();
+                rows.sort_unstable();
+                let row_ids: Vec<u32> = rows.iter().map(|(r, _)| *r).collect();
+                let mut next = rows.iter();
+                for b in p.read_row_columns(&["span_id"], &row_ids)? {
+                    let Some(col) = b.column_by_name("span_id").and_then(|c| c.as_fixed_size_binary_opt()) else {
+                        continue;
+                    };
+                    for i in 0..col.len() {
+                        let Some(&(row, t)) = next.next() else { break };
+                        let span = u64::from_be_bytes(col.value(i).try_into().unwrap_or_default());
+                        spans[k].entry(t).or_default().push((span, row));
+                    }
+                }
+            }
+        }
+    }
+    for (i, j, shared) in pairs {
+        for t in shared {
+            let (Some(older), Some(newer)) = (spans[i].get(&t), spans[j].get(&t)) else {
+                continue;
+            };
+            for &(span, row) in older {
+                if newer.iter().any(|&(s, _)| s == span) {
+                    shadowed[i].insert(row);
+                }
+            }
+        }
+    }
+    Ok(shadowed)
+}
+
 fn gather_spans(sources: &[Source<Span>], w: Window, service: Option<&str>, explain: &mut Explain) -> Result<SpanAgg> {
     let mut agg = SpanAgg {
         min_time: u64::MAX,
         ..Default::default()
     };
-    for s in sources {
+    let shadowed = shadowed_span_rows(sources, w)?;
+    for (s, shadowed) in sources.iter().zip(&shadowed) {
         match s {
             Source::Mem(m) => {
                 let m = m.read();
                 let mut ex = SourceExplain::new("hot", None);
                 let mut traces: HashMap<&str, HashSet<u128>> = HashMap::new();
                 for row in 0..m.total_rows() {
-                    if !m.is_live(row) {
+                    if !m.is_live(row) || shadowed.contains(&row) {
                         continue;
                     }
                     let sp = m.row(row);
@@ -146,10 +277,7 @@ fn gather_spans(sources: &[Source<Span>], w: Window, service: Option<&str>, expl
                     if !w.contains(sp.start_time_unix_nano) || service.is_some_and(|v| v != sp.service_name()) {
                         continue;
                     }
-                    let acc = agg
-                        .ops
-                        .entry((sp.service_name().to_string(), sp.name.clone()))
-                        .or_default();
+                    let acc = agg.op(sp.service_name(), &sp.name);
                     acc.count += 1;
                     acc.errors += sp.is_error() as u64;
                     acc.roots += sp.is_root() as u64;
@@ -170,15 +298,12 @@ fn gather_spans(sources: &[Source<Span>], w: Window, service: Option<&str>, expl
                 let mut ex = SourceExplain::new("part", Some(p.meta.id));
                 if w.misses_part(p) {
                     ex.pruned = Some("time range".into());
-                } else if w.covers_part(p) {
+                } else if w.covers_part(p) && shadowed.is_empty() {
                     ex.pruned = Some("answered from part statistics".into());
                     explain.parts_from_stats += 1;
                     for op in &p.index.stats.ops {
                         if service.is_none_or(|v| v == op.service) {
-                            agg.ops
-                                .entry((op.service.clone(), op.name.clone()))
-                                .or_default()
-                                .add_stats(op);
+                            agg.op(&op.service, &op.name).add_stats(op);
                         }
                     }
                     for st in &p.index.stats.services {
@@ -189,7 +314,7 @@ fn gather_spans(sources: &[Source<Span>], w: Window, service: Option<&str>, expl
                     agg.min_time = agg.min_time.min(p.meta.min_time);
                     agg.max_time = agg.max_time.max(p.meta.max_time);
                 } else {
-                    scan_part_spans(p, w, service, &mut agg, &mut ex)?;
+                    scan_part_spans(p, w, service, shadowed, &mut agg, &mut ex)?;
                 }
                 explain.add(ex);
             }
@@ -202,12 +327,16 @@ fn scan_part_spans(
     p: &Part,
     w: Window,
     service: Option<&str>,
+    shadowed: &HashSet<u32>,
     agg: &mut SpanAgg,
     ex: &mut SourceExplain,
 ) -> Result<()> {
     let range = p.index.row_range(p.rows(), w.start, w.end);
+    let mut next_row = range.start;
     let mut traces: HashMap<String, HashSet<u128>> = HashMap::new();
     for b in p.read_columns(SPAN_SUMMARY_COLUMNS, range, 65536)? {
+        let first_row = next_row;
+        next_row += b.num_rows() as u32;
         let (Some(tid), Some(parent), Some(name), Some(start), Some(dur), Some(status), Some(svc)) = (
             b.column_by_name("trace_id").and_then(|c| c.as_fixed_size_binary_opt()),
             b.column_by_name("parent_span_id")
@@ -225,12 +354,15 @@ fn scan_part_spans(
         };
         ex.rows_examined += b.num_rows() as u64;
         for i in 0..b.num_rows() {
+            if shadowed.contains(&(first_row + i as u32)) {
+                continue;
+            }
             let t = start.value(i).max(0) as u64;
             let s = svc.value(i);
             if !w.contains(t) || service.is_some_and(|v| v != s) {
                 continue;
             }
-            let acc = agg.ops.entry((s.to_string(), name.value(i).to_string())).or_default();
+            let acc = agg.op(s, name.value(i));
             acc.count += 1;
             acc.errors += (status.value(i) == StatusCode::Error as i8) as u64;
             acc.roots += parent.is_null(i) as u64;
@@ -253,7 +385,7 @@ fn scan_part_spans(
 
 fn services_of(agg: &SpanAgg, w: Window) -> Vec<ServiceSummary> {
     let mut by_service: BTreeMap<&str, OpAcc> = BTreeMap::new();
-    for ((svc, _), acc) in &agg.ops {
+    for (svc, _, acc) in agg.iter() {
         let e = by_service.entry(svc).or_default();
         e.count += acc.count;
         e.errors += acc.errors;
@@ -279,9 +411,8 @@ fn services_of(agg: &SpanAgg, w: Window) -> Vec<ServiceSummary> {
 
 fn operations_of(agg: &SpanAgg, w: Window) -> Vec<OperationSummary> {
     let mut ops: Vec<OperationSummary> = agg
-        .ops
         .iter()
-        .map(|((svc, name), acc)| OperationSummary {
+        .map(|(svc, name, acc)| OperationSummary {
             service: svc.clone(),
             name: name.clone(),
             spans: acc.count,
@@ -355,7 +486,7 @@ pub fn summary(
 ) -> Result<Summary> {
     let agg = gather_spans(spans, w, service, explain)?;
     let mut all = OpAcc::default();
-    for acc in agg.ops.values() {
+    for (_, _, acc) in agg.iter() {
         all.count += acc.count;
         all.errors += acc.errors;
         all.roots += acc.roots;

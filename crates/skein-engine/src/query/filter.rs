@@ -15,6 +15,9 @@ pub use crate::terms::AttrScope as FilterScope;
 pub enum AttrPredicate {
     /// Typed equality (an int 200 does not equal the string "200").
     Eq(AnyValue),
+    /// Equal to any of these values (how the API reads `attr.k=200`: the
+    /// int, the double or the string).
+    AnyOf(Vec<AnyValue>),
     Exists,
 }
 
@@ -48,8 +51,23 @@ impl AttrFilter {
                 && match &self.predicate {
                     AttrPredicate::Exists => true,
                     AttrPredicate::Eq(v) => kv.value.query_eq(v),
+                    AttrPredicate::AnyOf(vs) => vs.iter().any(|v| kv.value.query_eq(v)),
                 }
         })
+    }
+
+    /// The posting group of a filter on a record without events (a log
+    /// record or metric point): there, as in `matches`, the `Event` scope
+    /// means the record's own attributes, which are indexed as `Record`.
+    fn group_without_events(&self) -> Option<TermGroup> {
+        match self.scope {
+            AttrScope::Event => AttrFilter {
+                scope: AttrScope::Record,
+                ..self.clone()
+            }
+            .group(),
+            _ => self.group(),
+        }
     }
 
     /// The posting group narrowing this filter, if it is indexable.
@@ -64,6 +82,15 @@ impl AttrFilter {
                 terms: vec![t],
                 attr_key: Some(key),
             }),
+            // Narrows only if every alternative is indexable.
+            AttrPredicate::AnyOf(vs) => vs
+                .iter()
+                .map(|v| terms::attr_eq(self.scope, &self.key, v))
+                .collect::<Option<Vec<_>>>()
+                .map(|terms| TermGroup {
+                    terms,
+                    attr_key: Some(key),
+                }),
         }
     }
 }
@@ -327,7 +354,7 @@ impl RecordQuery<LogRecord> for LogQuery {
                 attr_key: None,
             });
         }
-        g.extend(self.attributes.iter().filter_map(AttrFilter::group));
+        g.extend(self.attributes.iter().filter_map(AttrFilter::group_without_events));
         g
     }
 
@@ -378,11 +405,9 @@ impl RecordQuery<LogRecord> for LogQuery {
         let body = b.column_by_name("body").and_then(|c| c.as_string_opt::<i32>());
         match body {
             Some(col) if col.is_valid(i) => contains_ci(col.value(i), &needle.to_lowercase()),
-            // Non-string bodies are decided on the decoded record.
-            _ => b
-                .column_by_name("body_json")
-                .and_then(|c| c.as_string_opt::<i32>())
-                .is_some_and(|c| c.is_valid(i)),
+            // Non-string bodies are decided on the decoded record, the empty
+            // one (NULL in both columns) too: `matches` reads it as `null`.
+            _ => true,
         }
     }
 }
@@ -409,7 +434,7 @@ impl RecordQuery<MetricPoint> for MetricQuery {
         if let Some(n) = &self.name {
             g.push(single(terms::name(n)));
         }
-        g.extend(self.attributes.iter().filter_map(AttrFilter::group));
+        g.extend(self.attributes.iter().filter_map(AttrFilter::group_without_events));
         g
     }
 

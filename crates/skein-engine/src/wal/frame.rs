@@ -174,6 +174,38 @@ mod tests {
         }
     }
 
+    proptest! {
+        /// Any bytes at all (a damaged file): the frames found are intact,
+        /// contiguous from the start, and the tail starts where they end,
+        /// so cutting there leaves a clean log of the same frames.
+        #[test]
+        fn arbitrary_bytes_scan_consistently(
+            prefix in prop::collection::vec(prop::collection::vec(any::<u8>(), 1..50), 0..4),
+            junk in prop::collection::vec(any::<u8>(), 0..300),
+        ) {
+            let mut buf = log_of(&prefix);
+            buf.extend_from_slice(&junk);
+            let s = scan(&buf);
+            let mut pos = 0;
+            for &(offset, payload) in &s.frames {
+                prop_assert_eq!(offset, pos);
+                prop_assert_eq!(&buf[pos..pos + HEADER_LEN], &encode_header(payload)[..]);
+                pos += HEADER_LEN + payload.len();
+            }
+            prop_assert!(s.frames.len() >= prefix.len());
+            match &s.tail {
+                Tail::Clean => prop_assert_eq!(pos, buf.len()),
+                Tail::Torn { offset, .. } | Tail::Corrupt { offset, .. } => {
+                    prop_assert_eq!(*offset, pos);
+                    prop_assert!(*offset < buf.len());
+                }
+            }
+            let cut = scan(&buf[..pos]);
+            prop_assert_eq!(cut.tail, Tail::Clean);
+            prop_assert_eq!(cut.frames, s.frames);
+        }
+    }
+
     fn end_of(payloads: &[Vec<u8>], n: usize) -> usize {
         payloads[..n].iter().map(|p| HEADER_LEN + p.len()).sum()
     }

@@ -279,6 +279,13 @@ impl Wal {
         // until their records are in parts.
         let (file, seg) = create_segment(dir, report.next_seq)?;
         let mut all = segments;
+        // A segment already named after `next_seq` holds no records (any
+        // record in it would have a sequence number at or past its name): it
+        // was created by an earlier open and never written, or salvage cut
+        // it empty. `create_segment` just recreated that file; list it once,
+        // or deleting the duplicate entry later fails (or deletes the live
+        // segment).
+        all.retain(|s| s.first_seq != seg.first_seq);
         all.push(seg);
         let wal = Wal {
             dir: dir.to_path_buf(),

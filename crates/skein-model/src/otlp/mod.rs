@@ -11,11 +11,13 @@
 //! envelopes with no records vanish.
 
 mod common;
+mod json_decode;
 mod logs;
 mod metrics;
 mod trace;
 
 pub use common::{any_value_from_otlp, any_value_to_otlp, attrs_from_otlp, attrs_to_otlp};
+pub use json_decode::{logs_request_from_json, metrics_request_from_json, trace_request_from_json};
 pub use logs::{logs_from_otlp, logs_to_otlp};
 pub use metrics::{metrics_from_otlp, metrics_to_otlp};
 pub use trace::{spans_from_otlp, spans_to_otlp};

@@ -1,0 +1,521 @@
+//! `skein-bench e2e`: start `skein serve`, ingest the canonical corpus over
+//! OTLP/HTTP protobuf, wait until it is all stored and compaction settles,
+//! run the query phase with every answer verified, write the report.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use prost::Message;
+use serde_json::{Value, json};
+use skein_model::corpus::{Corpus, HOUR_NS};
+
+use crate::expected::{self, Expected, SpanKey};
+use crate::load::{self, Payload, Protocol, Target};
+use crate::machine::Machine;
+use crate::server::SkeinProcess;
+use crate::stats::Samples;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct E2eArgs {
+    /// The skein binary to benchmark.
+    #[arg(long, default_value = "target/release/skein")]
+    pub skein_bin: PathBuf,
+    /// Spans in the corpus (10 per trace).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub spans: u64,
+    /// Log records (one per trace, from its root span); default one per trace.
+    #[arg(long)]
+    pub logs: Option<u64>,
+    /// Concurrent keep-alive clients.
+    #[arg(long, default_value_t = 4)]
+    pub clients: usize,
+    /// Spans per request.
+    #[arg(long, default_value_t = 1000)]
+    pub batch: u64,
+    /// Durability mode passed to the server.
+    #[arg(long, default_value = "fsync")]
+    pub durability: String,
+    /// Where BENCHMARKS.md and benchmarks.json go.
+    #[arg(long, default_value = ".")]
+    pub out: PathBuf,
+    /// Benchmark a running OTLP/HTTP endpoint instead (ingest only; no
+    /// verification of answers, which needs Skein's API).
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Trace lookups / attribute searches in the query phase.
+    #[arg(long, default_value_t = 200)]
+    pub trace_queries: usize,
+    #[arg(long, default_value_t = 100)]
+    pub attr_queries: usize,
+}
+
+pub fn bar(len: u64, what: &str) -> indicatif::ProgressBar {
+    let pb = indicatif::ProgressBar::new(len);
+    pb.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} {msg:<28} [{bar:40}] {human_pos}/{human_len} ({per_sec}, eta {eta})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    pb.set_message(what.to_string());
+    pb
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+fn span_key(v: &Value) -> Result<SpanKey, String> {
+    let t = v["start_time_unix_nano"].as_u64().ok_or("span without start time")?;
+    let tid = u128::from_str_radix(v["trace_id"].as_str().ok_or("no trace_id")?, 16).map_err(|e| e.to_string())?;
+    let sid = u64::from_str_radix(v["span_id"].as_str().ok_or("no span_id")?, 16).map_err(|e| e.to_string())?;
+    Ok((t, tid, sid))
+}
+
+fn log_key(v: &Value) -> Result<SpanKey, String> {
+    let t = v["time_unix_nano"].as_u64().ok_or("log without time")?;
+    let tid = u128::from_str_radix(v["trace_id"].as_str().unwrap_or("0"), 16).unwrap_or(0);
+    let sid = u64::from_str_radix(v["span_id"].as_str().unwrap_or("0"), 16).unwrap_or(0);
+    Ok((t, tid, sid))
+}
+
+struct Timed {
+    http: reqwest::blocking::Client,
+    api: String,
+}
+
+impl Timed {
+    fn get(&self, path: &str, samples: &mut Samples) -> Result<Value, String> {
+        let t = Instant::now();
+        let r = self
+            .http
+            .get(format!("{}{path}", self.api))
+            .send()
+            .map_err(|e| format!("GET {path}: {e}"))?;
+        let status = r.status();
+        let body = r.bytes().map_err(|e| e.to_string())?;
+        samples.push(t.elapsed());
+        if !status.is_success() {
+            return Err(format!("GET {path}: {status} {}", String::from_utf8_lossy(&body)));
+        }
+        serde_json::from_slice(&body).map_err(|e| format!("GET {path}: {e}"))
+    }
+}
+
+fn check(ok: bool, what: impl FnOnce() -> String) -> Result<(), String> {
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("wrong answer: {}", what()))
+    }
+}
+
+pub fn encode_all(c: &Corpus, protocol: Protocol, batch_traces: u64, pb: &indicatif::ProgressBar) -> Vec<Payload> {
+    let mut out = Vec::with_capacity((c.traces / batch_traces.max(1)) as usize + 1);
+    let mut t = 0;
+    while t < c.traces {
+        let end = (t + batch_traces).min(c.traces);
+        out.push(load::encode(protocol, &c.spans(t..end)));
+        pb.inc((end - t) * c.spans_per_trace);
+        t = end;
+    }
+    out
+}
+
+pub fn run(args: &E2eArgs) -> Result<(), String> {
+    let machine = Machine::probe();
+    let end_ns = now_ns();
+    let corpus = Corpus::new(args.spans, end_ns);
+    let logs_n = args.logs.unwrap_or(corpus.traces).min(corpus.traces);
+    let batch_traces = (args.batch / corpus.spans_per_trace).max(1);
+
+    // Expected answers and request bodies, all before any clock starts.
+    let pb = bar(corpus.span_count(), "computing expected answers");
+    let exp = expected::compute(&corpus, logs_n, &pb);
+    pb.finish_and_clear();
+    let pb = bar(corpus.span_count(), "encoding requests");
+    let payloads = Arc::new(encode_all(&corpus, Protocol::OtlpHttpProtobuf, batch_traces, &pb));
+    pb.finish_and_clear();
+    let log_payloads: Arc<Vec<Payload>> = Arc::new(
+        (0..logs_n)
+            .step_by(1000)
+            .map(|t| {
+                let logs = expected::logs_of(&corpus, t..(t + 1000).min(logs_n));
+                Payload {
+                    records: logs.len() as u64,
+                    body: skein_model::otlp::logs_to_otlp(&logs).encode_to_vec().into(),
+                }
+            })
+            .collect(),
+    );
+
+    let server = match &args.target {
+        Some(_) => None,
+        None => Some(SkeinProcess::start(
+            &args.skein_bin,
+            &["--durability".into(), args.durability.clone()],
+        )?),
+    };
+    let target = match (&server, &args.target) {
+        (Some(s), _) => Target {
+            otlp_http: s.otlp_http.clone(),
+            grpc: s.grpc.clone(),
+            api: s.api.clone(),
+        },
+        (None, Some(t)) => Target {
+            otlp_http: t.trim_end_matches('/').to_string(),
+            grpc: String::new(),
+            api: String::new(),
+        },
+        (None, None) => unreachable!(),
+    };
+
+    let pb = bar(corpus.span_count(), "ingesting spans");
+    let ingest = load::run(
+        &target,
+        Protocol::OtlpHttpProtobuf,
+        "/v1/traces",
+        payloads,
+        args.clients,
+        None,
+        Some(pb.clone()),
+    )?;
+    pb.finish_and_clear();
+    if ingest.errors > 0 {
+        return Err(format!(
+            "{} ingest requests failed: {:?}",
+            ingest.errors, ingest.first_error
+        ));
+    }
+    let log_ingest = ingest_logs(&target, log_payloads, args.clients)?;
+    eprintln!(
+        "ingested {} spans in {:.1} s ({:.0} spans/s), {} logs ({:.0}/s)",
+        ingest.records,
+        ingest.elapsed.as_secs_f64(),
+        ingest.records_per_sec(),
+        log_ingest.records,
+        log_ingest.records_per_sec()
+    );
+    let Some(server) = server else {
+        let result = json!({
+            "machine": machine.finish(),
+            "params": {"clients": args.clients, "batch": args.batch, "durability": "target's", "target": args.target},
+            "corpus": corpus_json(&corpus, logs_n),
+            "results": {"ingest": ingest_json(&ingest), "log_ingest": ingest_json(&log_ingest)},
+        });
+        return crate::report::write(&args.out, "e2e_target", result);
+    };
+
+    // Everything acknowledged must be queryable; then let compaction settle.
+    let stats = wait_stored(&server, exp.spans, exp.logs)?;
+    let parts_after_ingest = stats["parts"].as_u64().unwrap_or(0);
+    let stats = wait_settled(&server)?;
+    let parts_after_compaction = stats["parts"].as_u64().unwrap_or(0);
+
+    let queries = query_phase(&server.api, &corpus, &exp, end_ns, args)?;
+    let stats = server.stats()?;
+    let disk = server_disk(&server, &stats, &exp);
+    let peak = server.peak_rss_bytes();
+    let rss = server.rss_bytes();
+    server.stop()?;
+
+    let result = json!({
+        "machine": machine.finish(),
+        "params": {"clients": args.clients, "batch": args.batch, "durability": args.durability, "skein_bin": args.skein_bin},
+        "corpus": corpus_json(&corpus, logs_n),
+        "results": {
+            "ingest": ingest_json(&ingest),
+            "log_ingest": ingest_json(&log_ingest),
+            "disk": disk,
+            "server": {
+                "peak_rss_mib": peak as f64 / 1048576.0,
+                "rss_mib": rss as f64 / 1048576.0,
+                "wal_fsyncs": stats["wal_fsyncs"],
+                "wal_appends": stats["wal_appends"],
+                "compactions": stats["compactions"],
+                "flushes": stats["flushes"],
+            },
+            "parts": {"after_ingest": parts_after_ingest, "after_compaction": parts_after_compaction},
+            "queries": queries,
+        },
+    });
+    crate::report::write(&args.out, "e2e", result)?;
+    eprintln!("wrote {}", args.out.join(crate::report::MD_FILE).display());
+    Ok(())
+}
+
+fn corpus_json(c: &Corpus, logs: u64) -> Value {
+    json!({"spans": c.span_count(), "traces": c.traces, "spans_per_trace": c.spans_per_trace,
+           "services": c.services, "groups": c.groups, "logs": logs, "seed": c.seed})
+}
+
+pub fn ingest_json(r: &load::LoadResult) -> Value {
+    json!({
+        "records": r.records,
+        "requests": r.requests,
+        "seconds": r.elapsed.as_secs_f64(),
+        "spans_per_sec": r.records_per_sec(),
+        "records_per_sec": r.records_per_sec(),
+        "mb_per_sec": r.mb_per_sec(),
+        "bytes": r.bytes,
+        "latency": r.latencies.summary(),
+        "errors": r.errors,
+    })
+}
+
+fn ingest_logs(target: &Target, payloads: Arc<Vec<Payload>>, clients: usize) -> Result<load::LoadResult, String> {
+    let pb = bar(payloads.iter().map(|p| p.records).sum(), "ingesting logs");
+    let r = load::run(
+        target,
+        Protocol::OtlpHttpProtobuf,
+        "/v1/logs",
+        payloads,
+        clients,
+        None,
+        Some(pb.clone()),
+    )?;
+    pb.finish_and_clear();
+    if r.errors > 0 {
+        return Err(format!("{} log ingest requests failed: {:?}", r.errors, r.first_error));
+    }
+    Ok(r)
+}
+
+fn wait_stored(server: &SkeinProcess, spans: u64, logs: u64) -> Result<Value, String> {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let s = server.stats()?;
+        if s["spans"].as_u64() == Some(spans) && s["logs"].as_u64() == Some(logs) {
+            return Ok(s);
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "server reports {} spans / {} logs, expected {spans} / {logs}",
+                s["spans"], s["logs"]
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Waits until no flush or compaction has happened for a few seconds.
+fn wait_settled(server: &SkeinProcess) -> Result<Value, String> {
+    let pb = indicatif::ProgressBar::new_spinner();
+    pb.set_message("waiting for compaction to settle");
+    let deadline = Instant::now() + Duration::from_secs(900);
+    let mut last = (u64::MAX, u64::MAX, u64::MAX);
+    let mut stable_since = Instant::now();
+    loop {
+        let s = server.stats()?;
+        let now = (
+            s["parts"].as_u64().unwrap_or(0),
+            s["compactions"].as_u64().unwrap_or(0),
+            s["flushes"].as_u64().unwrap_or(0),
+        );
+        if now != last {
+            last = now;
+            stable_since = Instant::now();
+        } else if stable_since.elapsed() >= Duration::from_secs(8) || Instant::now() > deadline {
+            pb.finish_and_clear();
+            return Ok(s);
+        }
+        pb.tick();
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn server_disk(server: &SkeinProcess, stats: &Value, exp: &Expected) -> Value {
+    let span_parts = crate::server::dir_bytes(&server.data_dir.join("parts").join("spans"));
+    let total = crate::server::dir_bytes(&server.data_dir);
+    json!({
+        "bytes_on_disk": total,
+        "span_part_bytes": span_parts,
+        "span_bytes_per_span": span_parts as f64 / exp.spans.max(1) as f64,
+        "bytes_per_record": total as f64 / (exp.spans + exp.logs).max(1) as f64,
+        "wal_bytes": stats["wal_bytes"],
+        "hot_records": stats["hot_records"],
+    })
+}
+
+fn query_phase(api: &str, c: &Corpus, exp: &Expected, end_ns: u64, args: &E2eArgs) -> Result<Value, String> {
+    let q = Timed {
+        http: reqwest::blocking::Client::new(),
+        api: api.to_string(),
+    };
+    let total = args.trace_queries + args.attr_queries + 20 * 5 + 10;
+    let pb = bar(total as u64, "queries");
+    let mut traces = Samples::default();
+    for i in 0..args.trace_queries {
+        let t = (i as u64 * c.traces / args.trace_queries as u64).min(c.traces - 1);
+        let id = c.trace_id(t).to_hex();
+        let v = q.get(&format!("/api/v1/traces/{id}"), &mut traces)?;
+        let mut got: Vec<String> = v["spans"]
+            .as_array()
+            .ok_or("no spans")?
+            .iter()
+            .filter_map(|s| s["span_id"].as_str().map(str::to_string))
+            .collect();
+        got.sort();
+        let mut want: Vec<String> = c.trace(t).iter().map(|s| s.span_id.to_hex()).collect();
+        want.sort();
+        check(got == want, || format!("trace {id}: spans {got:?}, expected {want:?}"))?;
+        pb.inc(1);
+    }
+    let mut attrs = Samples::default();
+    for i in 0..args.attr_queries {
+        let g = i as u64 % c.groups;
+        let v = q.get(
+            &format!("/api/v1/spans?attr.benchmark.group=group-{g}&limit=100"),
+            &mut attrs,
+        )?;
+        let got: Vec<SpanKey> = v["spans"]
+            .as_array()
+            .ok_or("no spans")?
+            .iter()
+            .map(span_key)
+            .collect::<Result<_, _>>()?;
+        let want = &exp.by_group[g as usize];
+        check(&got == want, || {
+            format!(
+                "group-{g}: {} spans, first {:?}, expected {} first {:?}",
+                got.len(),
+                got.first(),
+                want.len(),
+                want.first()
+            )
+        })?;
+        pb.inc(1);
+    }
+    let mut services = Samples::default();
+    for _ in 0..20 {
+        let v = q.get("/api/v1/services", &mut services)?;
+        let list = v["services"].as_array().ok_or("no services")?;
+        check(list.len() == exp.by_service.len(), || {
+            format!("{} services, expected {}", list.len(), exp.by_service.len())
+        })?;
+        for s in list {
+            let name = s["service"].as_str().unwrap_or_default();
+            let want = exp.by_service.get(name).copied().unwrap_or(0);
+            check(s["spans"].as_u64() == Some(want), || {
+                format!("service {name}: {} spans, expected {want}", s["spans"])
+            })?;
+        }
+        pb.inc(1);
+    }
+    let mut summarize = Samples::default();
+    for _ in 0..20 {
+        let since = end_ns - HOUR_NS;
+        let v = q.get(&format!("/api/v1/summary?since={since}&until={end_ns}"), &mut summarize)?;
+        check(v["spans"].as_u64() == Some(exp.spans), || {
+            format!("summary spans {} expected {}", v["spans"], exp.spans)
+        })?;
+        check(v["error_spans"].as_u64() == Some(exp.error_spans), || {
+            format!("summary error_spans {} expected {}", v["error_spans"], exp.error_spans)
+        })?;
+        check(v["logs"].as_u64() == Some(exp.logs), || {
+            format!("summary logs {} expected {}", v["logs"], exp.logs)
+        })?;
+        pb.inc(1);
+    }
+    let mut duration = Samples::default();
+    for _ in 0..20 {
+        let v = q.get(
+            &format!("/api/v1/spans?min_duration={}&limit=100", expected::MIN_DURATION_NS),
+            &mut duration,
+        )?;
+        let got: Vec<SpanKey> = v["spans"]
+            .as_array()
+            .ok_or("no spans")?
+            .iter()
+            .map(span_key)
+            .collect::<Result<_, _>>()?;
+        check(got == exp.slow, || {
+            format!(
+                "duration filter: {} spans, first {:?} expected {:?}",
+                got.len(),
+                got.first(),
+                exp.slow.first()
+            )
+        })?;
+        pb.inc(1);
+    }
+    let mut sev = Samples::default();
+    let mut body = Samples::default();
+    if exp.logs > 0 {
+        for _ in 0..20 {
+            let v = q.get("/api/v1/logs?severity=error&limit=100", &mut sev)?;
+            let mut got: Vec<SpanKey> = v["logs"]
+                .as_array()
+                .ok_or("no logs")?
+                .iter()
+                .map(log_key)
+                .collect::<Result<_, _>>()?;
+            got.sort_unstable_by(|a, b| b.cmp(a));
+            check(got == exp.error_logs, || {
+                format!("severity filter: {} logs, expected {}", got.len(), exp.error_logs.len())
+            })?;
+            pb.inc(1);
+        }
+        let needle = expected::BODY_NEEDLE.replace(' ', "%20").replace(':', "%3A");
+        for _ in 0..20 {
+            let v = q.get(&format!("/api/v1/logs?body_contains={needle}&limit=100"), &mut body)?;
+            let mut got: Vec<SpanKey> = v["logs"]
+                .as_array()
+                .ok_or("no logs")?
+                .iter()
+                .map(log_key)
+                .collect::<Result<_, _>>()?;
+            got.sort_unstable_by(|a, b| b.cmp(a));
+            check(got == exp.body_matches, || {
+                format!("body search: {} logs, expected {}", got.len(), exp.body_matches.len())
+            })?;
+            pb.inc(1);
+        }
+    }
+    // The CLI end to end: process start, request, JSON out.
+    let mut cli = Samples::default();
+    let skein_bin = std::fs::canonicalize(&args.skein_bin).unwrap_or_else(|_| args.skein_bin.clone());
+    for i in 0..10u64 {
+        let t = (i * c.traces / 10).min(c.traces - 1);
+        let started = Instant::now();
+        let out = std::process::Command::new(&skein_bin)
+            .args(["get", "trace", &c.trace_id(t).to_hex(), "--format", "json"])
+            .env("SKEIN_SERVER", api)
+            .output()
+            .map_err(|e| format!("run skein get trace: {e}"))?;
+        cli.push(started.elapsed());
+        if !out.status.success() {
+            // The CLI may not exist in older binaries: record nothing then.
+            cli = Samples::default();
+            break;
+        }
+        let v: Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("skein get trace output: {e}"))?;
+        check(v["span_count"].as_u64() == Some(c.spans_per_trace), || {
+            format!("CLI trace: {}", v["span_count"])
+        })?;
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let summary = |s: &Samples| {
+        if s.is_empty() {
+            Value::Null
+        } else {
+            serde_json::to_value(s.summary()).unwrap_or(Value::Null)
+        }
+    };
+    Ok(json!({
+        "trace_by_id": summary(&traces),
+        "attribute_filter": summary(&attrs),
+        "services": summary(&services),
+        "summarize": summary(&summarize),
+        "duration_filter": summary(&duration),
+        "logs_severity": summary(&sev),
+        "logs_body": summary(&body),
+        "cli_get_trace": summary(&cli),
+    }))
+}

@@ -1,0 +1,176 @@
+//! `skein-bench engine`: the storage engine in process, without the
+//! network: ingest throughput through `Engine::ingest_spans` with group
+//! commit, bytes per span after compaction, index memory after restart, and
+//! query latency on data spread over the hot tier and parts.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use skein_engine::{AttrFilter, AttrScope, Engine, EngineOptions, SpanQuery, Window};
+use skein_model::Span;
+use skein_model::corpus::Corpus;
+
+use crate::e2e::bar;
+use crate::machine::Machine;
+use crate::stats::Samples;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct EngineArgs {
+    #[arg(long, default_value_t = 1_000_000)]
+    pub spans: u64,
+    #[arg(long, default_value_t = 1000)]
+    pub batch: u64,
+    /// Concurrent writer threads (they share fsyncs through group commit).
+    #[arg(long, default_value_t = 4)]
+    pub writers: usize,
+    #[arg(long, default_value = "fsync")]
+    pub durability: String,
+    /// Data directory (default: a temp dir, deleted afterwards).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    #[arg(long, default_value = ".")]
+    pub out: PathBuf,
+}
+
+fn open(dir: &std::path::Path, durability: &str) -> Result<Engine, String> {
+    let mut o = EngineOptions::new(dir);
+    o.durability = durability.parse()?;
+    Engine::open(o).map_err(|e| e.to_string())
+}
+
+pub fn run(args: &EngineArgs) -> Result<(), String> {
+    let machine = Machine::probe();
+    let tmp = tempfile::Builder::new()
+        .prefix("skein-engine-bench-")
+        .tempdir()
+        .map_err(|e| e.to_string())?;
+    let dir = args.dir.clone().unwrap_or_else(|| tmp.path().join("data"));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let corpus = Corpus::new(args.spans, now);
+    let per = (args.batch / corpus.spans_per_trace).max(1);
+    let pb = bar(corpus.span_count(), "generating batches");
+    let batches: Vec<Mutex<Option<Vec<Span>>>> = (0..corpus.traces.div_ceil(per))
+        .map(|b| {
+            let spans = corpus.spans(b * per..((b + 1) * per).min(corpus.traces));
+            pb.inc(spans.len() as u64);
+            Mutex::new(Some(spans))
+        })
+        .collect();
+    pb.finish_and_clear();
+    let batches = Arc::new(batches);
+
+    let engine = Arc::new(open(&dir, &args.durability)?);
+    let next = Arc::new(AtomicUsize::new(0));
+    let pb = bar(corpus.span_count(), "ingesting");
+    let started = Instant::now();
+    let threads: Vec<_> = (0..args.writers)
+        .map(|_| {
+            let (engine, next, batches, pb) = (engine.clone(), next.clone(), batches.clone(), pb.clone());
+            std::thread::spawn(move || -> Result<(), String> {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(slot) = batches.get(i) else { return Ok(()) };
+                    let spans = slot.lock().map_err(|e| e.to_string())?.take().unwrap_or_default();
+                    let n = spans.len() as u64;
+                    let r = engine.ingest_spans(spans).map_err(|e| e.to_string())?;
+                    if r.rejected > 0 {
+                        return Err(format!("rejected: {:?}", r.errors));
+                    }
+                    pb.inc(n);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().map_err(|_| "writer panicked".to_string())??;
+    }
+    let ingest_secs = started.elapsed().as_secs_f64();
+    pb.finish_and_clear();
+    let fsyncs = engine.stats().wal_fsyncs;
+    eprintln!("ingest: {:.0} spans/s", corpus.span_count() as f64 / ingest_secs);
+
+    // Queries with data spread over the hot tier and parts.
+    let queries = measure_queries(&engine, &corpus)?;
+
+    // Compact fully, then measure disk, then restart and measure memory.
+    engine.flush().map_err(|e| e.to_string())?;
+    engine.compact().map_err(|e| e.to_string())?;
+    let part_bytes = crate::server::dir_bytes(&dir.join("parts").join("spans"));
+    engine.close().map_err(|e| e.to_string())?;
+    drop(engine);
+    let t = Instant::now();
+    let reopened = open(&dir, &args.durability)?;
+    let restart_ms = t.elapsed().as_secs_f64() * 1000.0;
+    let st = reopened.stats();
+    let rss = crate::server::proc_status_kib(std::process::id(), "VmRSS:") * 1024;
+    drop(reopened);
+
+    let result = json!({
+        "machine": machine.finish(),
+        "params": {"spans": corpus.span_count(), "batch": args.batch, "writers": args.writers, "durability": args.durability},
+        "results": {
+            "ingest_spans_per_sec": corpus.span_count() as f64 / ingest_secs,
+            "ingest_seconds": ingest_secs,
+            "wal_fsyncs": fsyncs,
+            "bytes_per_span": part_bytes as f64 / corpus.span_count() as f64,
+            "span_part_bytes": part_bytes,
+            "peak_rss_mib": crate::server::proc_status_kib(std::process::id(), "VmHWM:") as f64 / 1024.0,
+            "restart_rss_mib": rss as f64 / 1048576.0,
+            "index_memory_bytes": st.index_memory_bytes,
+            "index_mib_per_million": st.index_memory_bytes as f64 / 1048576.0 / (corpus.span_count() as f64 / 1e6),
+            "restart_ms": restart_ms,
+            "parts_after_compaction": st.parts,
+            "queries": queries,
+        },
+    });
+    crate::report::write(&args.out, "engine", result)
+}
+
+fn measure_queries(engine: &Engine, c: &Corpus) -> Result<serde_json::Value, String> {
+    let mut get = Samples::default();
+    for i in 0..200u64 {
+        let t = i * c.traces / 200;
+        let s = Instant::now();
+        let r = engine.get_trace(c.trace_id(t)).map_err(|e| e.to_string())?;
+        get.push(s.elapsed());
+        if r.spans.len() as u64 != c.spans_per_trace {
+            return Err(format!("trace {t}: {} spans", r.spans.len()));
+        }
+    }
+    let mut attr = Samples::default();
+    for g in 0..100u64 {
+        let q = SpanQuery {
+            attributes: vec![AttrFilter::eq(
+                AttrScope::Record,
+                "benchmark.group",
+                format!("group-{}", g % c.groups),
+            )],
+            limit: 100,
+            ..Default::default()
+        };
+        let s = Instant::now();
+        let r = engine.search_spans(&q).map_err(|e| e.to_string())?;
+        attr.push(s.elapsed());
+        if r.records.len() != 100 {
+            return Err(format!("group {g}: {} spans", r.records.len()));
+        }
+    }
+    let mut services = Samples::default();
+    for _ in 0..20 {
+        let s = Instant::now();
+        let (r, _) = engine.services(Window::ALL).map_err(|e| e.to_string())?;
+        services.push(s.elapsed());
+        let total: u64 = r.iter().map(|s| s.spans).sum();
+        if total != c.span_count() {
+            return Err(format!("services count {total} spans"));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(1));
+    Ok(json!({"get_trace": get.summary(), "attribute_search": attr.summary(), "services": services.summary()}))
+}

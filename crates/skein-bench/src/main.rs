@@ -1,0 +1,60 @@
+//! `skein-bench`: reproducible benchmarks of Skein that verify every answer
+//! and write BENCHMARKS.md (and benchmarks.json) from the run itself.
+
+mod e2e;
+mod engine_mode;
+mod expected;
+mod ladder;
+mod load;
+mod machine;
+mod matrix;
+mod report;
+mod server;
+mod stats;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser)]
+#[command(
+    name = "skein-bench",
+    version,
+    about = "Benchmarks of Skein that write BENCHMARKS.md"
+)]
+struct Cli {
+    #[command(subcommand)]
+    mode: Mode,
+}
+
+#[derive(Subcommand)]
+enum Mode {
+    /// Start `skein serve`, ingest the canonical corpus, run verified queries.
+    E2e(e2e::E2eArgs),
+    /// Protocol × clients × batch size ingest throughput and latency.
+    IngestMatrix(matrix::MatrixArgs),
+    /// Fill 1M, 10M, … rows per signal and find where dashboards exceed 5 s.
+    Ladder(ladder::LadderArgs),
+    /// The storage engine in process: ingest, disk, memory, queries.
+    Engine(engine_mode::EngineArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match &cli.mode {
+        Mode::E2e(a) => e2e::run(a),
+        Mode::IngestMatrix(a) => matrix::run(a),
+        Mode::Ladder(a) => ladder::run(a),
+        Mode::Engine(a) => engine_mode::run(a),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("skein-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

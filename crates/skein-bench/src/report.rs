@@ -1,0 +1,258 @@
+//! The benchmark record: `benchmarks.json` keeps every number of every mode
+//! (each run replaces its own mode's entry), and BENCHMARKS.md is rendered
+//! from it — never edited by hand.
+
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+pub const JSON_FILE: &str = "benchmarks.json";
+pub const MD_FILE: &str = "BENCHMARKS.md";
+
+/// Stores `result` as the entry `mode` and re-renders BENCHMARKS.md.
+pub fn write(out: &Path, mode: &str, result: Value) -> Result<(), String> {
+    std::fs::create_dir_all(out).map_err(|e| format!("create {}: {e}", out.display()))?;
+    let path = out.join(JSON_FILE);
+    let mut all: Map<String, Value> = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    all.insert(mode.to_string(), result);
+    let json = serde_json::to_string_pretty(&Value::Object(all.clone())).map_err(|e| e.to_string())?;
+    std::fs::write(&path, json + "\n").map_err(|e| format!("write {}: {e}", path.display()))?;
+    let md = render(&all);
+    std::fs::write(out.join(MD_FILE), md).map_err(|e| format!("write {MD_FILE}: {e}"))?;
+    Ok(())
+}
+
+fn f(v: &Value, digits: usize) -> String {
+    match v.as_f64() {
+        Some(x) => format!("{x:.digits$}"),
+        None => v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()),
+    }
+}
+
+fn thousands(v: &Value) -> String {
+    let n = v.as_f64().unwrap_or(0.0).round() as i64;
+    let s = n.abs().to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 { format!("-{out}") } else { out }
+}
+
+fn machine(m: &Value) -> String {
+    format!(
+        "- Machine: {} ({} cores, {} GiB), {}\n- Load average before / after: {} / {}\n- Commit: `{}`, {}\n- Command: `{}`\n",
+        f(&m["cpu"], 0),
+        m["cores"],
+        m["memory_gib"],
+        f(&m["kernel"], 0),
+        f(&m["load_before"], 0),
+        f(&m["load_after"], 0),
+        f(&m["git_commit"], 0),
+        f(&m["date_utc"], 0),
+        f(&m["command"], 0)
+    )
+}
+
+fn latency_table(rows: &[(&str, &Value)]) -> String {
+    let mut s =
+        String::from("| query | samples | p50 ms | p95 ms | p99 ms | max ms |\n|---|---:|---:|---:|---:|---:|\n");
+    for (name, v) in rows {
+        if v.is_null() {
+            continue;
+        }
+        s.push_str(&format!(
+            "| {name} | {} | {} | {} | {} | {} |\n",
+            v["samples"],
+            f(&v["p50_ms"], 3),
+            f(&v["p95_ms"], 3),
+            f(&v["p99_ms"], 3),
+            f(&v["max_ms"], 3)
+        ));
+    }
+    s
+}
+
+fn render_e2e(v: &Value) -> String {
+    let r = &v["results"];
+    let mut s = String::from("## End to end (`skein-bench e2e`)\n\n");
+    s.push_str(&machine(&v["machine"]));
+    s.push_str(&format!(
+        "- Corpus: {} spans ({} traces × {} spans, {} services, {} `benchmark.group` values, 3 attributes, an event every 50th span, start times over the last hour), {} log records\n- Ingest: OTLP/HTTP protobuf, {} keep-alive clients, {} spans per request, bodies encoded before timing, durability `{}`\n\n",
+        thousands(&v["corpus"]["spans"]),
+        thousands(&v["corpus"]["traces"]),
+        v["corpus"]["spans_per_trace"],
+        v["corpus"]["services"],
+        v["corpus"]["groups"],
+        thousands(&v["corpus"]["logs"]),
+        v["params"]["clients"],
+        v["params"]["batch"],
+        f(&v["params"]["durability"], 0),
+    ));
+    s.push_str("| metric | value |\n|---|---:|\n");
+    let rows: &[(&str, String)] = &[
+        ("span ingest (spans/s)", thousands(&r["ingest"]["spans_per_sec"])),
+        ("span ingest (MB/s of request bodies)", f(&r["ingest"]["mb_per_sec"], 1)),
+        (
+            "span ingest request p50 / p99 (ms)",
+            format!(
+                "{} / {}",
+                f(&r["ingest"]["latency"]["p50_ms"], 2),
+                f(&r["ingest"]["latency"]["p99_ms"], 2)
+            ),
+        ),
+        ("log ingest (records/s)", thousands(&r["log_ingest"]["records_per_sec"])),
+        (
+            "bytes on disk (after compaction)",
+            thousands(&r["disk"]["bytes_on_disk"]),
+        ),
+        (
+            "bytes per span (spans' parts only)",
+            f(&r["disk"]["span_bytes_per_span"], 1),
+        ),
+        (
+            "bytes per record (everything on disk)",
+            f(&r["disk"]["bytes_per_record"], 1),
+        ),
+        ("server peak RSS (MiB)", f(&r["server"]["peak_rss_mib"], 1)),
+        ("server RSS after queries (MiB)", f(&r["server"]["rss_mib"], 1)),
+        ("WAL fsyncs (group commits)", thousands(&r["server"]["wal_fsyncs"])),
+        ("WAL appends", thousands(&r["server"]["wal_appends"])),
+        (
+            "parts after ingest → after compaction",
+            format!("{} → {}", r["parts"]["after_ingest"], r["parts"]["after_compaction"]),
+        ),
+        ("compactions", thousands(&r["server"]["compactions"])),
+    ];
+    for (k, val) in rows {
+        s.push_str(&format!("| {k} | {val} |\n"));
+    }
+    s.push_str("\nQuery phase over HTTP (every answer verified against the corpus):\n\n");
+    let q = &r["queries"];
+    s.push_str(&latency_table(&[
+        ("trace by id", &q["trace_by_id"]),
+        ("attribute filter, limit 100", &q["attribute_filter"]),
+        ("services", &q["services"]),
+        ("summarize 1h", &q["summarize"]),
+        ("duration filter (≥150 ms), limit 100", &q["duration_filter"]),
+        ("logs severity ≥ error, limit 100", &q["logs_severity"]),
+        ("logs body substring, limit 100", &q["logs_body"]),
+        ("CLI `skein get trace` end to end", &q["cli_get_trace"]),
+    ]));
+    s.push('\n');
+    s
+}
+
+fn render_matrix(v: &Value) -> String {
+    let mut s = String::from("## Ingest matrix (`skein-bench ingest-matrix`)\n\n");
+    s.push_str(&machine(&v["machine"]));
+    s.push_str(&format!(
+        "- Each cell: {} s of load, median of {} rounds; spans/s and request latency (median round).\n\n",
+        v["params"]["seconds"], v["params"]["rounds"]
+    ));
+    s.push_str(
+        "| protocol | clients | batch | spans/s | p50 ms | p99 ms | errors |\n|---|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for c in v["cells"].as_array().into_iter().flatten() {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            f(&c["protocol"], 0),
+            c["clients"],
+            c["batch"],
+            thousands(&c["spans_per_sec"]),
+            f(&c["p50_ms"], 2),
+            f(&c["p99_ms"], 2),
+            c["errors"]
+        ));
+    }
+    s.push('\n');
+    s
+}
+
+fn render_ladder(v: &Value) -> String {
+    let mut s = String::from("## Read-cliff ladder (`skein-bench ladder`)\n\n");
+    s.push_str(&machine(&v["machine"]));
+    s.push_str("- Each level fills every signal to the row count, then runs each dashboard query 3 times; a level passes when every median is ≤ 5 s.\n\n");
+    s.push_str("| level (rows per signal) | query | median ms | pass |\n|---:|---|---:|---|\n");
+    for lvl in v["levels"].as_array().into_iter().flatten() {
+        for q in lvl["queries"].as_array().into_iter().flatten() {
+            s.push_str(&format!(
+                "| {} | {} | {} | {} |\n",
+                thousands(&lvl["rows"]),
+                f(&q["name"], 0),
+                f(&q["median_ms"], 1),
+                if q["pass"].as_bool() == Some(true) {
+                    "yes"
+                } else {
+                    "**no**"
+                }
+            ));
+        }
+    }
+    s.push_str(&format!("\nCliff: {}\n\n", f(&v["cliff"], 0)));
+    s
+}
+
+fn render_engine(v: &Value) -> String {
+    let r = &v["results"];
+    let mut s = String::from("## Engine, in process (`skein-bench engine`)\n\n");
+    s.push_str(&machine(&v["machine"]));
+    s.push_str(&format!(
+        "- {} spans of the canonical corpus through `Engine::ingest_spans` in batches of {}, {} writer threads, durability `{}`; queries on data spread over the hot tier and parts.\n\n",
+        thousands(&v["params"]["spans"]),
+        v["params"]["batch"],
+        v["params"]["writers"],
+        f(&v["params"]["durability"], 0)
+    ));
+    s.push_str("| metric | value |\n|---|---:|\n");
+    let rows: &[(&str, String)] = &[
+        ("ingest (spans/s)", thousands(&r["ingest_spans_per_sec"])),
+        ("WAL fsyncs during ingest", thousands(&r["wal_fsyncs"])),
+        ("on-disk bytes per span after compaction", f(&r["bytes_per_span"], 1)),
+        ("peak RSS, ingest + compaction (MiB)", f(&r["peak_rss_mib"], 1)),
+        ("RSS after restart (MiB)", f(&r["restart_rss_mib"], 1)),
+        (
+            "index memory after restart (MiB per million spans)",
+            f(&r["index_mib_per_million"], 1),
+        ),
+        ("restart (recovery) time (ms)", f(&r["restart_ms"], 1)),
+    ];
+    for (k, val) in rows {
+        s.push_str(&format!("| {k} | {val} |\n"));
+    }
+    s.push('\n');
+    s.push_str(&latency_table(&[
+        ("get_trace", &r["queries"]["get_trace"]),
+        ("attribute search, limit 100", &r["queries"]["attribute_search"]),
+        ("services aggregate", &r["queries"]["services"]),
+    ]));
+    s.push('\n');
+    s
+}
+
+pub fn render(all: &Map<String, Value>) -> String {
+    let mut s = String::from(
+        "# Skein benchmarks\n\nWritten by `skein-bench` from `benchmarks.json`; every number comes from a run, none is typed by hand. \
+         This machine is shared and noisy: compare ratios within one run, and read medians.\n\n\
+         Reproduce: `cargo build --release -p skein -p skein-bench`, then `target/release/skein-bench <mode>`.\n\n",
+    );
+    if let Some(v) = all.get("e2e") {
+        s.push_str(&render_e2e(v));
+    }
+    if let Some(v) = all.get("ingest_matrix") {
+        s.push_str(&render_matrix(v));
+    }
+    if let Some(v) = all.get("engine") {
+        s.push_str(&render_engine(v));
+    }
+    if let Some(v) = all.get("ladder") {
+        s.push_str(&render_ladder(v));
+    }
+    s
+}

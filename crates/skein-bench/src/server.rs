@@ -1,0 +1,156 @@
+//! A `skein serve` process under test: free loopback ports, a fresh data
+//! directory, readiness, stats and peak memory from /proc.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub struct SkeinProcess {
+    child: Child,
+    pub api: String,
+    pub otlp_http: String,
+    pub grpc: String,
+    pub data_dir: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free port: {e}"))
+}
+
+impl SkeinProcess {
+    pub fn start(bin: &Path, extra: &[String]) -> Result<SkeinProcess, String> {
+        if !bin.exists() {
+            return Err(format!(
+                "skein binary {} not found: build it first (cargo build --release -p skein) or pass --skein-bin",
+                bin.display()
+            ));
+        }
+        let tmp = tempfile::Builder::new()
+            .prefix("skein-bench-")
+            .tempdir()
+            .map_err(|e| format!("temp dir: {e}"))?;
+        let data_dir = tmp.path().join("data");
+        let (g, h, a) = (free_port()?, free_port()?, free_port()?);
+        let log = std::fs::File::create(tmp.path().join("server.log")).map_err(|e| e.to_string())?;
+        let child = Command::new(bin)
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(&data_dir)
+            .args(["--otlp-grpc-addr", &format!("127.0.0.1:{g}")])
+            .args(["--otlp-http-addr", &format!("127.0.0.1:{h}")])
+            .args(["--api-addr", &format!("127.0.0.1:{a}")])
+            .args(extra)
+            .env("SKEIN_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("start {}: {e}", bin.display()))?;
+        let mut p = SkeinProcess {
+            child,
+            api: format!("http://127.0.0.1:{a}"),
+            otlp_http: format!("http://127.0.0.1:{h}"),
+            grpc: format!("http://127.0.0.1:{g}"),
+            data_dir,
+            _tmp: Some(tmp),
+        };
+        p.wait_ready()?;
+        Ok(p)
+    }
+
+    fn wait_ready(&mut self) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let http = reqwest::blocking::Client::new();
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(format!("skein exited during start: {status}"));
+            }
+            if http
+                .get(format!("{}/readyz", self.api))
+                .send()
+                .is_ok_and(|r| r.status().is_success())
+            {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        Err("skein did not become ready in 120 s".into())
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn stats(&self) -> Result<Value, String> {
+        get_json(&format!("{}/api/v1/stats", self.api))
+    }
+
+    /// VmHWM: the peak resident set of the server process.
+    pub fn peak_rss_bytes(&self) -> u64 {
+        proc_status_kib(self.pid(), "VmHWM:") * 1024
+    }
+
+    pub fn rss_bytes(&self) -> u64 {
+        proc_status_kib(self.pid(), "VmRSS:") * 1024
+    }
+
+    /// SIGTERM and wait (the server flushes before exiting).
+    pub fn stop(mut self) -> Result<(), String> {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let status = self.child.wait().map_err(|e| e.to_string())?;
+        if !status.success() {
+            return Err(format!("skein exited with {status}"));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for SkeinProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn proc_status_kib(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+pub fn get_json(url: &str) -> Result<Value, String> {
+    let r = reqwest::blocking::get(url).map_err(|e| format!("GET {url}: {e}"))?;
+    let status = r.status();
+    let v: Value = r.json().map_err(|e| format!("GET {url}: {e}"))?;
+    if !status.is_success() {
+        return Err(format!("GET {url}: {status} {v}"));
+    }
+    Ok(v)
+}
+
+/// Bytes under a directory.
+pub fn dir_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                total += dir_bytes(&p);
+            } else if let Ok(m) = e.metadata() {
+                total += m.len();
+            }
+        }
+    }
+    total
+}

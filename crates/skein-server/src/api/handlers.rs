@@ -1,0 +1,374 @@
+//! Handlers of the query endpoints.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use serde_json::{Value, json};
+use skein_engine::{Cursor, Engine, LogQuery, MetricQuery, SpanQuery, Window};
+use skein_model::{SpanKind, StatusCode, TraceId};
+
+use super::params::{Params, now_ns, parse_duration};
+use super::{ApiError, ApiResult, blocking, views};
+use crate::app::App;
+
+type Q = Query<Vec<(String, String)>>;
+
+fn trace_id(s: &str) -> Result<TraceId, ApiError> {
+    TraceId::from_hex(s).map_err(|e| ApiError::bad_request(&e.to_string()))
+}
+
+fn cursor(p: &mut Params) -> Result<Option<Cursor>, ApiError> {
+    p.parse("cursor", |v| v.parse::<Cursor>())
+}
+
+fn with_explain(mut v: Value, explain: bool, e: &skein_engine::Explain) -> Value {
+    if explain {
+        v["explain"] = serde_json::to_value(e).unwrap_or(Value::Null);
+    }
+    v
+}
+
+fn span_query(p: &mut Params) -> Result<SpanQuery, ApiError> {
+    let (start_ns, end_ns) = p.window()?;
+    Ok(SpanQuery {
+        service: p.get("service"),
+        name: p.get("name"),
+        name_contains: p.get("name_contains"),
+        kind: p.parse("kind", |v| {
+            SpanKind::parse(v).ok_or_else(|| "must be internal, server, client, producer or consumer".to_string())
+        })?,
+        status: p.parse("status", |v| {
+            StatusCode::parse(v).ok_or_else(|| "must be unset, ok or error".to_string())
+        })?,
+        min_duration_ns: p.parse("min_duration", parse_duration)?.map(|d| d.as_nanos() as u64),
+        max_duration_ns: p.parse("max_duration", parse_duration)?.map(|d| d.as_nanos() as u64),
+        start_ns,
+        end_ns,
+        trace_id: p.parse("trace_id", |v| TraceId::from_hex(v).map_err(|e| e.to_string()))?,
+        root_only: p.flag("root")?,
+        attributes: p.attributes(),
+        limit: p.limit(100, 10_000)?,
+        cursor: cursor(p)?,
+    })
+}
+
+pub async fn get_trace(State(app): State<Arc<App>>, Path(id): Path<String>, Query(q): Q) -> ApiResult {
+    let tid = trace_id(&id)?;
+    let mut p = Params::new(q);
+    let format = p.get("format").unwrap_or_else(|| "skein".into());
+    let explain = p.flag("explain")?;
+    p.finish()?;
+    if format != "skein" && format != "otlp" {
+        return Err(ApiError::bad_param("format", "must be skein or otlp"));
+    }
+    blocking(&app, "trace", move |e| {
+        let t = e.get_trace(tid)?;
+        if t.spans.is_empty() {
+            return Err(ApiError::not_found(format!("trace {id} not found")));
+        }
+        let v = if format == "otlp" {
+            let spans: Vec<skein_model::Span> = t.spans.iter().map(|s| (**s).clone()).collect();
+            super::otlp_json::trace_request(&skein_model::otlp::spans_to_otlp(&spans))
+                .map_err(|e| ApiError::internal(e.to_string()))?
+        } else {
+            views::trace(&tid.to_hex(), &t.spans)
+        };
+        Ok(with_explain(v, explain, &t.explain))
+    })
+    .await
+}
+
+/// Traces with at least one span matching the filters, newest first.
+pub async fn list_traces(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
+    let mut p = Params::new(q);
+    let query = span_query(&mut p)?;
+    let explain = p.flag("explain")?;
+    p.finish()?;
+    let want = query.limit;
+    blocking(&app, "traces", move |e| {
+        let mut ids: Vec<TraceId> = Vec::new();
+        let mut seen = HashSet::new();
+        // A trace with a matching span newer than the cursor was listed on
+        // an earlier page: it must not be listed again.
+        let resumed_at = query.cursor.map(|c| (c.time, c.key));
+        let listed_before = |t: TraceId| -> Result<bool, ApiError> {
+            let Some(at) = resumed_at else { return Ok(false) };
+            let mut probe = query.clone();
+            probe.trace_id = Some(t);
+            probe.cursor = None;
+            probe.limit = 1;
+            Ok(e.search_spans(&probe)?.records.first().is_some_and(|s| {
+                let key = skein_engine::RecordKey {
+                    hi: s.trace_id.as_u128(),
+                    lo: s.span_id.as_u64(),
+                };
+                (s.start_time_unix_nano, key) >= at
+            }))
+        };
+        let mut query = query.clone();
+        query.limit = (want * 4).max(100);
+        let mut next = None;
+        let mut last_explain: Option<skein_engine::Explain>;
+        'pages: loop {
+            let r = e.search_spans(&query)?;
+            for s in &r.records {
+                if seen.insert(s.trace_id) && !listed_before(s.trace_id)? {
+                    ids.push(s.trace_id);
+                    if ids.len() == want {
+                        next = Some(Cursor {
+                            time: s.start_time_unix_nano,
+                            key: skein_engine::RecordKey {
+                                hi: s.trace_id.as_u128(),
+                                lo: s.span_id.as_u64(),
+                            },
+                        });
+                        last_explain = Some(r.explain);
+                        break 'pages;
+                    }
+                }
+            }
+            last_explain = Some(r.explain);
+            match r.next_cursor {
+                Some(c) => query.cursor = Some(c),
+                None => break,
+            }
+        }
+        let traces: Vec<Value> = ids
+            .iter()
+            .map(|t| e.get_trace(*t).map(|r| views::trace_summary(&r.spans)))
+            .collect::<Result<_, _>>()?;
+        let mut v = json!({"traces": traces, "next_cursor": next.filter(|_| ids.len() == want).map(|c| c.to_string())});
+        if let Some(ex) = last_explain {
+            v = with_explain(v, explain, &ex);
+        }
+        Ok(v)
+    })
+    .await
+}
+
+pub async fn search_spans(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
+    let mut p = Params::new(q);
+    let query = span_query(&mut p)?;
+    let explain = p.flag("explain")?;
+    p.finish()?;
+    blocking(&app, "spans", move |e| {
+        let r = e.search_spans(&query)?;
+        let v = json!({
+            "spans": r.records.iter().map(|s| views::span(s)).collect::<Vec<_>>(),
+            "next_cursor": r.next_cursor.map(|c| c.to_string()),
+        });
+        Ok(with_explain(v, explain, &r.explain))
+    })
+    .await
+}
+
+pub async fn search_logs(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
+    let mut p = Params::new(q);
+    let (start_ns, end_ns) = p.window()?;
+    let query = LogQuery {
+        service: p.get("service"),
+        min_severity: p.parse("severity", |v| {
+            skein_model::log::parse_severity(v)
+                .ok_or_else(|| "must be trace, debug, info, warn, error, fatal or 0-24".to_string())
+        })?,
+        trace_id: p.parse("trace_id", |v| TraceId::from_hex(v).map_err(|e| e.to_string()))?,
+        span_id: p.parse("span_id", |v| {
+            skein_model::SpanId::from_hex(v).map_err(|e| e.to_string())
+        })?,
+        body_contains: p.get("body_contains").or(p.get("q")),
+        attributes: p.attributes(),
+        start_ns,
+        end_ns,
+        limit: p.limit(100, 10_000)?,
+        cursor: cursor(&mut p)?,
+    };
+    let explain = p.flag("explain")?;
+    p.finish()?;
+    blocking(&app, "logs", move |e| {
+        let r = e.search_logs(&query)?;
+        let v = json!({
+            "logs": r.records.iter().map(|l| views::log(l)).collect::<Vec<_>>(),
+            "next_cursor": r.next_cursor.map(|c| c.to_string()),
+        });
+        Ok(with_explain(v, explain, &r.explain))
+    })
+    .await
+}
+
+pub async fn search_metrics(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
+    let mut p = Params::new(q);
+    let (start_ns, end_ns) = p.window()?;
+    let query = MetricQuery {
+        name: p.get("name"),
+        service: p.get("service"),
+        attributes: p.attributes(),
+        start_ns,
+        end_ns,
+        limit: p.limit(100, 10_000)?,
+        cursor: cursor(&mut p)?,
+    };
+    let explain = p.flag("explain")?;
+    p.finish()?;
+    blocking(&app, "metrics", move |e| {
+        let r = e.search_metrics(&query)?;
+        let v = json!({
+            "points": r.records.iter().map(|m| views::metric_point(m)).collect::<Vec<_>>(),
+            "next_cursor": r.next_cursor.map(|c| c.to_string()),
+        });
+        Ok(with_explain(v, explain, &r.explain))
+    })
+    .await
+}
+
+fn window_param(p: &mut Params, default_last: Option<&str>) -> Result<Window, ApiError> {
+    let (s, e) = p.window()?;
+    if s.is_none() && e.is_none() {
+        if let Some(d) = default_last {
+            let now = now_ns();
+            let d = parse_duration(d).map_err(ApiError::internal)?;
+            return Ok(Window::new(now.saturating_sub(d.as_nanos() as u64), now));
+        }
+        return Ok(Window::ALL);
+    }
+    Ok(Window::new(s.unwrap_or(0), e.unwrap_or(u64::MAX)))
+}
+
+fn window_json(w: Window) -> Value {
+    json!({
+        "start_unix_nano": w.start,
+        "end_unix_nano": if w.end == u64::MAX { Value::Null } else { w.end.into() },
+    })
+}
+
+pub async fn services(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
+    let mut p = Params::new(q);
+    let w = window_param(&mut p, None)?;
+    let explain = p.flag("explain")?;
+    p.finish()?;
+    blocking(&app, "services", move |e| {
+        let (s, ex) = e.services(w)?;
+        Ok(with_explain(
+            json!({"window": window_json(w), "services": s}),
+            explain,
+            &ex,
+        ))
+    })
+    .await
+}
+
+pub async fn operations(State(app): State<Arc<App>>, Path(service): Path<String>, Query(q): Q) -> ApiResult {
+    let mut p = Params::new(q);
+    let w = window_param(&mut p, None)?;
+    let explain = p.flag("explain")?;
+    p.finish()?;
+    blocking(&app, "operations", move |e| {
+        let (ops, ex) = e.operations(Some(&service), w)?;
+        Ok(with_explain(
+            json!({"service": service, "window": window_json(w), "operations": ops}),
+            explain,
+            &ex,
+        ))
+    })
+    .await
+}
+
+pub async fn summary(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
+    let mut p = Params::new(q);
+    let w = window_param(&mut p, Some("1h"))?;
+    let service = p.get("service");
+    let explain = p.flag("explain")?;
+    p.finish()?;
+    blocking(&app, "summary", move |e| {
+        let (s, ex) = e.summary(w, service.as_deref())?;
+        let mut v = serde_json::to_value(&s).map_err(|e| ApiError::internal(e.to_string()))?;
+        v["window"] = window_json(w);
+        Ok(with_explain(v, explain, &ex))
+    })
+    .await
+}
+
+pub async fn anomalies(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
+    let mut p = Params::new(q);
+    let last = p
+        .parse("last", parse_duration)?
+        .unwrap_or(std::time::Duration::from_secs(300));
+    let baseline = p
+        .parse("baseline", parse_duration)?
+        .unwrap_or(std::time::Duration::from_secs(1800));
+    let until = p.parse("until", super::params::parse_time)?.unwrap_or_else(now_ns);
+    let explain = p.flag("explain")?;
+    p.finish()?;
+    let cur = Window::new(until.saturating_sub(last.as_nanos() as u64), until);
+    let base = Window::new(cur.start.saturating_sub(baseline.as_nanos() as u64), cur.start);
+    blocking(&app, "anomalies", move |e| {
+        let (a, ex) = e.anomalies(cur, base)?;
+        Ok(with_explain(
+            json!({"current": window_json(cur), "baseline": window_json(base), "anomalies": a}),
+            explain,
+            &ex,
+        ))
+    })
+    .await
+}
+
+/// Metric points around a trace are looked for this far outside its span
+/// (metrics are usually exported every 10–60 s).
+const CORRELATE_MARGIN_NS: u64 = 60_000_000_000;
+
+pub async fn correlate(State(app): State<Arc<App>>, Path(id): Path<String>, Query(q): Q) -> ApiResult {
+    let tid = trace_id(&id)?;
+    let p = Params::new(q);
+    p.finish()?;
+    blocking(&app, "correlate", move |e: &Engine| {
+        let t = e.get_trace(tid)?;
+        if t.spans.is_empty() {
+            return Err(ApiError::not_found(format!("trace {id} not found")));
+        }
+        let logs = e.trace_logs(tid)?;
+        let start = t.spans.iter().map(|s| s.start_time_unix_nano).min().unwrap_or(0);
+        let end = t.spans.iter().map(|s| s.end_time_unix_nano).max().unwrap_or(0);
+        let services: std::collections::BTreeSet<String> =
+            t.spans.iter().map(|s| s.service_name().to_string()).collect();
+        let w = Window::new(
+            start.saturating_sub(CORRELATE_MARGIN_NS),
+            end.saturating_add(CORRELATE_MARGIN_NS),
+        );
+        let mut metrics = Vec::new();
+        for svc in &services {
+            let r = e.search_metrics(&MetricQuery {
+                service: Some(svc.clone()),
+                start_ns: Some(w.start),
+                end_ns: Some(w.end),
+                limit: 1000,
+                ..Default::default()
+            })?;
+            metrics.extend(r.records.iter().map(|m| views::metric_point(m)));
+        }
+        Ok(json!({
+            "trace": views::trace(&tid.to_hex(), &t.spans),
+            "logs": logs.iter().map(|l| views::log(l)).collect::<Vec<_>>(),
+            "metrics": metrics,
+            "metrics_window": window_json(w),
+        }))
+    })
+    .await
+}
+
+pub async fn stats(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
+    Params::new(q).finish()?;
+    let uptime = app.metrics.started.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0);
+    let data_dir = app.config.data_dir.display().to_string();
+    blocking(&app, "stats", move |e| {
+        let s = e.stats();
+        let mut v = serde_json::to_value(&s).map_err(|e| ApiError::internal(e.to_string()))?;
+        v["uptime_seconds"] = uptime.into();
+        v["resident_memory_bytes"] = crate::metrics::resident_bytes().into();
+        v["bytes_on_disk"] = (s.part_bytes + s.wal_bytes).into();
+        v["records"] = (s.spans + s.logs + s.metric_points).into();
+        v["data_dir"] = data_dir.into();
+        v["version"] = env!("CARGO_PKG_VERSION").into();
+        Ok(v)
+    })
+    .await
+}

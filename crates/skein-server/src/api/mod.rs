@@ -1,0 +1,145 @@
+//! The REST query API under `/api/v1`: JSON objects in, JSON objects out,
+//! errors as `{"error": {"code", "message"}}` with the right status, and
+//! unknown parameters refused by name. `explain=true` adds the engine's
+//! account of how it answered.
+
+mod handlers;
+pub mod openapi;
+mod otlp_json;
+pub mod params;
+mod tail;
+pub mod views;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Json;
+use axum::Router;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::{Value, json};
+
+use crate::app::App;
+
+/// An API failure: an HTTP status, a stable code, a message for people.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn bad_request(message: &str) -> Self {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            code: "bad_request",
+            message: message.to_string(),
+        }
+    }
+    pub fn bad_param(name: &str, problem: &str) -> Self {
+        ApiError::bad_request(&format!("parameter {name}: {problem}"))
+    }
+    pub fn not_found(message: String) -> Self {
+        ApiError {
+            status: StatusCode::NOT_FOUND,
+            code: "not_found",
+            message,
+        }
+    }
+    pub fn unavailable(message: &str) -> Self {
+        ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            code: "unavailable",
+            message: message.to_string(),
+        }
+    }
+    pub fn internal(message: String) -> Self {
+        ApiError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            code: "internal",
+            message,
+        }
+    }
+}
+
+impl From<skein_engine::Error> for ApiError {
+    fn from(e: skein_engine::Error) -> Self {
+        if e.is_invalid_input() {
+            ApiError::bad_request(&e.to_string())
+        } else {
+            ApiError::internal(e.to_string())
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut r = (
+            self.status,
+            Json(json!({"error": {"code": self.code, "message": self.message}})),
+        )
+            .into_response();
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            r.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        r
+    }
+}
+
+pub type ApiResult = Result<Json<Value>, ApiError>;
+
+/// Runs engine work on a blocking thread and records its latency.
+pub(crate) async fn blocking<F>(app: &Arc<App>, endpoint: &'static str, f: F) -> ApiResult
+where
+    F: FnOnce(&skein_engine::Engine) -> Result<Value, ApiError> + Send + 'static,
+{
+    let engine = app.engine().map_err(|nr| ApiError::unavailable(nr.message()))?.clone();
+    let started = Instant::now();
+    let out = tokio::task::spawn_blocking(move || f(&engine))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    app.metrics.observe_query(endpoint, started.elapsed().as_secs_f64());
+    out.map(Json)
+}
+
+/// Every route of the API: (method, path). The OpenAPI document and the
+/// router are both checked against this list.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/api/v1/traces"),
+    ("GET", "/api/v1/traces/{trace_id}"),
+    ("GET", "/api/v1/spans"),
+    ("POST", "/api/v1/spans"),
+    ("GET", "/api/v1/logs"),
+    ("GET", "/api/v1/metrics"),
+    ("GET", "/api/v1/services"),
+    ("GET", "/api/v1/services/{service}/operations"),
+    ("GET", "/api/v1/summary"),
+    ("GET", "/api/v1/anomalies"),
+    ("GET", "/api/v1/correlate/{trace_id}"),
+    ("GET", "/api/v1/stats"),
+    ("GET", "/api/v1/tail"),
+    ("GET", "/api/v1/openapi.json"),
+];
+
+pub fn routes() -> Router<Arc<App>> {
+    Router::new()
+        .route("/api/v1/traces", get(handlers::list_traces))
+        .route("/api/v1/traces/{trace_id}", get(handlers::get_trace))
+        .route("/api/v1/spans", get(handlers::search_spans))
+        .route("/api/v1/logs", get(handlers::search_logs))
+        .route("/api/v1/metrics", get(handlers::search_metrics))
+        .route("/api/v1/services", get(handlers::services))
+        .route("/api/v1/services/{service}/operations", get(handlers::operations))
+        .route("/api/v1/summary", get(handlers::summary))
+        .route("/api/v1/anomalies", get(handlers::anomalies))
+        .route("/api/v1/correlate/{trace_id}", get(handlers::correlate))
+        .route("/api/v1/stats", get(handlers::stats))
+        .route("/api/v1/tail", get(tail::tail))
+        .route("/api/v1/openapi.json", get(openapi::document))
+        .fallback(|| async { ApiError::not_found("no such endpoint; see /api/v1/openapi.json".into()) })
+}

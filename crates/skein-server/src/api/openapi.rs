@@ -1,0 +1,171 @@
+//! The OpenAPI 3.1 document of the API, served at `/api/v1/openapi.json`.
+//! A test checks that its paths are exactly the router's (`super::ROUTES`).
+
+use axum::Json;
+use serde_json::{Value, json};
+
+fn param(name: &str, description: &str) -> Value {
+    json!({"name": name, "in": "query", "required": false, "description": description, "schema": {"type": "string"}})
+}
+
+fn path_param(name: &str, description: &str) -> Value {
+    json!({"name": name, "in": "path", "required": true, "description": description, "schema": {"type": "string"}})
+}
+
+fn window() -> Vec<Value> {
+    vec![
+        param("last", "Window ending now, e.g. 15m, 1h."),
+        param("since", "Start: RFC 3339, Unix s/ms/ns, or a duration ago."),
+        param("until", "End: RFC 3339, Unix s/ms/ns, or a duration ago."),
+    ]
+}
+
+fn attr_params() -> Vec<Value> {
+    vec![
+        param(
+            "attr.KEY",
+            "Record attribute KEY equals the value (typed loosely: 200 matches the int, double and string; \"200\" only the string; * means exists).",
+        ),
+        param("resource.KEY", "Resource attribute KEY equals the value."),
+        param(
+            "event.KEY",
+            "An event of the span has attribute KEY equal to the value.",
+        ),
+    ]
+}
+
+fn paging() -> Vec<Value> {
+    vec![
+        param("limit", "Maximum results (1-10000, default 100)."),
+        param("cursor", "The next_cursor of the previous page."),
+        param("explain", "true adds how the engine answered."),
+    ]
+}
+
+fn span_filters() -> Vec<Value> {
+    let mut v = vec![
+        param("service", "Service name (resource service.name)."),
+        param("name", "Exact span name."),
+        param("name_contains", "Case-insensitive substring of the span name."),
+        param("kind", "internal, server, client, producer or consumer."),
+        param("status", "unset, ok or error."),
+        param("min_duration", "At least this long, e.g. 250ms."),
+        param("max_duration", "At most this long."),
+        param("trace_id", "Only spans of this trace."),
+        param("root", "true: only root spans."),
+    ];
+    v.extend(window());
+    v.extend(attr_params());
+    v.extend(paging());
+    v
+}
+
+fn op(summary: &str, params: Vec<Value>, response: &str) -> Value {
+    json!({
+        "summary": summary,
+        "parameters": params,
+        "responses": {
+            "200": {"description": response, "content": {"application/json": {"schema": {"type": "object"}}}},
+            "400": {"description": "Bad request: {\"error\": {\"code\", \"message\"}}."},
+            "503": {"description": "Starting or shutting down; retry."},
+        }
+    })
+}
+
+pub fn spec() -> Value {
+    let logs = {
+        let mut v = vec![
+            param("service", "Service name."),
+            param(
+                "severity",
+                "Minimum severity: trace, debug, info, warn, error, fatal, or 0-24.",
+            ),
+            param("trace_id", "Logs of this trace."),
+            param("span_id", "Logs of this span."),
+            param("body_contains", "Case-insensitive substring of the body."),
+            param("q", "Alias of body_contains."),
+        ];
+        v.extend(window());
+        v.extend(attr_params());
+        v.extend(paging());
+        v
+    };
+    let metrics = {
+        let mut v = vec![param("name", "Metric name."), param("service", "Service name.")];
+        v.extend(window());
+        v.extend(attr_params());
+        v.extend(paging());
+        v
+    };
+    let mut agg = window();
+    agg.push(param("explain", "true adds how the engine answered."));
+    let mut summary = agg.clone();
+    summary.push(param("service", "Only this service."));
+    let mut trace = vec![path_param("trace_id", "32 hex digits.")];
+    trace.push(param("format", "skein (default, a tree) or otlp (OTLP/JSON)."));
+    trace.push(param("explain", "true adds how the engine answered."));
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "Skein API", "version": env!("CARGO_PKG_VERSION"),
+                 "description": "Query telemetry stored by Skein. Errors are {\"error\": {\"code\", \"message\"}}; unknown parameters are refused by name."},
+        "paths": {
+            "/api/v1/traces": {"get": op("Traces with a span matching the filters, newest first.", span_filters(), "{traces: [...], next_cursor}")},
+            "/api/v1/traces/{trace_id}": {"get": op("One trace: spans in tree order with depth, root, duration, services, error count.", trace, "{trace_id, root, duration_ns, services, span_count, error_count, spans}")},
+            "/api/v1/spans": {
+                "get": op("Search spans, newest first.", span_filters(), "{spans: [...], next_cursor}"),
+                "post": {"summary": "Ingest spans as simple JSON (array or {spans: [...]}).",
+                         "requestBody": {"content": {"application/json": {"schema": {"type": "array"}}}},
+                         "responses": {"200": {"description": "{accepted, rejected, errors}"}, "400": {"description": "Nothing valid."}}},
+            },
+            "/api/v1/logs": {"get": op("Search logs, newest first.", logs, "{logs: [...], next_cursor}")},
+            "/api/v1/metrics": {"get": op("Search metric points, newest first.", metrics, "{points: [...], next_cursor}")},
+            "/api/v1/services": {"get": op("Every service: spans, traces, errors, error rate, p50/p95/p99, rate.", agg.clone(), "{window, services: [...]}")},
+            "/api/v1/services/{service}/operations": {"get": op("RED metrics per operation of a service.", {
+                let mut v = vec![path_param("service", "Service name.")];
+                v.extend(agg.clone());
+                v
+            }, "{service, window, operations: [...]}")},
+            "/api/v1/summary": {"get": op("What happened in a window (default last=1h).", summary, "{spans, traces, error_spans, latency, top_services, top_error_operations, logs_by_severity, metric_series, ...}")},
+            "/api/v1/anomalies": {"get": op("Services whose error rate or p95 regressed against the baseline.", vec![
+                param("last", "Current window, default 5m."),
+                param("baseline", "Baseline window before it, default 30m."),
+                param("until", "End of the current window, default now."),
+                param("explain", "true adds how the engine answered."),
+            ], "{current, baseline, anomalies: [...]}")},
+            "/api/v1/correlate/{trace_id}": {"get": op("A trace, its logs, and its services' metrics around it.", vec![path_param("trace_id", "32 hex digits.")], "{trace, logs, metrics, metrics_window}")},
+            "/api/v1/stats": {"get": op("Records, parts, bytes on disk, WAL bytes, memory, uptime.", vec![], "{records, spans, logs, metric_points, parts, bytes_on_disk, wal_bytes, ...}")},
+            "/api/v1/tail": {"get": {"summary": "New spans and logs as server-sent events (span, log, lagged).",
+                "parameters": [param("signal", "spans, logs or all (default)."), param("service", "Service name."),
+                               param("status", "unset, ok or error."), param("severity", "Minimum log severity.")],
+                "responses": {"200": {"description": "text/event-stream"}}}},
+            "/api/v1/openapi.json": {"get": {"summary": "This document.", "responses": {"200": {"description": "OpenAPI 3.1"}}}},
+        }
+    })
+}
+
+pub async fn document() -> Json<Value> {
+    Json(spec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn document_lists_exactly_the_routes() {
+        let spec = spec();
+        let mut documented = Vec::new();
+        for (path, ops) in spec["paths"].as_object().unwrap() {
+            for method in ops.as_object().unwrap().keys() {
+                documented.push((method.to_uppercase(), path.clone()));
+            }
+        }
+        documented.sort();
+        let mut routes: Vec<(String, String)> = super::super::ROUTES
+            .iter()
+            .map(|(m, p)| (m.to_string(), p.to_string()))
+            .collect();
+        routes.sort();
+        assert_eq!(documented, routes);
+    }
+}

@@ -1,0 +1,76 @@
+//! Everything `skein serve` can be told; the binary fills it from flags,
+//! environment and a TOML file.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use skein_engine::Durability;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ServerConfig {
+    pub data_dir: PathBuf,
+    pub otlp_grpc_addr: SocketAddr,
+    pub otlp_http_addr: SocketAddr,
+    pub api_addr: SocketAddr,
+    #[serde(with = "durability_serde")]
+    pub durability: Durability,
+    /// Largest request body (after gzip decompression).
+    pub max_body_bytes: usize,
+    /// Request bytes being ingested at once; past it, requests get 503.
+    pub max_inflight_bytes: usize,
+    /// Hot-tier size before it is written to a part.
+    pub hot_max_bytes: usize,
+    pub wal_salvage: bool,
+    /// How long shutdown waits for in-flight requests.
+    #[serde(with = "secs")]
+    pub shutdown_timeout: Duration,
+}
+
+pub const DEFAULT_OTLP_GRPC: &str = "127.0.0.1:4317";
+pub const DEFAULT_OTLP_HTTP: &str = "127.0.0.1:4318";
+pub const DEFAULT_API: &str = "127.0.0.1:7700";
+
+impl ServerConfig {
+    pub fn new(data_dir: PathBuf) -> Self {
+        ServerConfig {
+            data_dir,
+            otlp_grpc_addr: DEFAULT_OTLP_GRPC.parse().expect("valid default"),
+            otlp_http_addr: DEFAULT_OTLP_HTTP.parse().expect("valid default"),
+            api_addr: DEFAULT_API.parse().expect("valid default"),
+            durability: Durability::Fsync,
+            max_body_bytes: 64 << 20,
+            max_inflight_bytes: 64 << 20,
+            hot_max_bytes: 64 << 20,
+            wal_salvage: false,
+            shutdown_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+mod durability_serde {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use skein_engine::Durability;
+
+    pub fn serialize<S: Serializer>(d: &Durability, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&d.to_string())
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Durability, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+mod secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_secs())
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_secs(u64::deserialize(d)?))
+    }
+}

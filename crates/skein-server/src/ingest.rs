@@ -1,0 +1,180 @@
+//! What every ingest front end shares: turning decoded OTLP into stored
+//! records, accounting, and the OTLP partial-success answer.
+
+use std::sync::Arc;
+
+use opentelemetry_proto::tonic::collector::logs::v1::{
+    ExportLogsPartialSuccess, ExportLogsServiceRequest, ExportLogsServiceResponse,
+};
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsPartialSuccess, ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use skein_engine::{Engine, IngestReport};
+use skein_model::otlp::{self, Decoded};
+use skein_model::{LogRecord, MetricPoint, ModelError, Span};
+
+use crate::app::{App, Arrival};
+
+/// One OTLP signal: its request and response types and how to store it.
+pub trait OtlpSignal: Send + 'static {
+    type Record: Clone + Send + 'static;
+    type Request: prost::Message + Default + Send + 'static;
+    type Response: prost::Message + serde::Serialize + Default + Send + 'static;
+    const NAME: &'static str;
+
+    fn decode_json(body: &[u8]) -> Result<Self::Request, ModelError>;
+    fn convert(req: Self::Request) -> Decoded<Self::Record>;
+    fn store(engine: &Engine, records: Vec<Self::Record>) -> skein_engine::Result<IngestReport>;
+    fn response(rejected: u64, message: String) -> Self::Response;
+    /// Publishes records to live tails (only when someone listens).
+    fn announce(_app: &App, _records: &[Self::Record]) {}
+}
+
+pub struct Traces;
+pub struct Logs;
+pub struct Metrics;
+
+impl OtlpSignal for Traces {
+    type Record = Span;
+    type Request = ExportTraceServiceRequest;
+    type Response = ExportTraceServiceResponse;
+    const NAME: &'static str = "spans";
+
+    fn decode_json(body: &[u8]) -> Result<Self::Request, ModelError> {
+        otlp::trace_request_from_json(body)
+    }
+    fn convert(req: Self::Request) -> Decoded<Span> {
+        otlp::spans_from_otlp(req)
+    }
+    fn store(engine: &Engine, records: Vec<Span>) -> skein_engine::Result<IngestReport> {
+        engine.ingest_spans(records)
+    }
+    fn response(rejected: u64, message: String) -> Self::Response {
+        ExportTraceServiceResponse {
+            partial_success: (rejected > 0).then_some(ExportTracePartialSuccess {
+                rejected_spans: rejected as i64,
+                error_message: message,
+            }),
+        }
+    }
+    fn announce(app: &App, records: &[Span]) {
+        if app.arrivals.receiver_count() > 0 {
+            for s in records {
+                let _ = app.arrivals.send(Arrival::Span(Arc::new(s.clone())));
+            }
+        }
+    }
+}
+
+impl OtlpSignal for Logs {
+    type Record = LogRecord;
+    type Request = ExportLogsServiceRequest;
+    type Response = ExportLogsServiceResponse;
+    const NAME: &'static str = "logs";
+
+    fn decode_json(body: &[u8]) -> Result<Self::Request, ModelError> {
+        otlp::logs_request_from_json(body)
+    }
+    fn convert(req: Self::Request) -> Decoded<LogRecord> {
+        otlp::logs_from_otlp(req)
+    }
+    fn store(engine: &Engine, records: Vec<LogRecord>) -> skein_engine::Result<IngestReport> {
+        engine.ingest_logs(records)
+    }
+    fn response(rejected: u64, message: String) -> Self::Response {
+        ExportLogsServiceResponse {
+            partial_success: (rejected > 0).then_some(ExportLogsPartialSuccess {
+                rejected_log_records: rejected as i64,
+                error_message: message,
+            }),
+        }
+    }
+    fn announce(app: &App, records: &[LogRecord]) {
+        if app.arrivals.receiver_count() > 0 {
+            for l in records {
+                let _ = app.arrivals.send(Arrival::Log(Arc::new(l.clone())));
+            }
+        }
+    }
+}
+
+impl OtlpSignal for Metrics {
+    type Record = MetricPoint;
+    type Request = ExportMetricsServiceRequest;
+    type Response = ExportMetricsServiceResponse;
+    const NAME: &'static str = "metrics";
+
+    fn decode_json(body: &[u8]) -> Result<Self::Request, ModelError> {
+        otlp::metrics_request_from_json(body)
+    }
+    fn convert(req: Self::Request) -> Decoded<MetricPoint> {
+        otlp::metrics_from_otlp(req)
+    }
+    fn store(engine: &Engine, records: Vec<MetricPoint>) -> skein_engine::Result<IngestReport> {
+        engine.ingest_metrics(records)
+    }
+    fn response(rejected: u64, message: String) -> Self::Response {
+        ExportMetricsServiceResponse {
+            partial_success: (rejected > 0).then_some(ExportMetricsPartialSuccess {
+                rejected_data_points: rejected as i64,
+                error_message: message,
+            }),
+        }
+    }
+}
+
+/// The result of storing one request's records.
+pub struct Stored {
+    pub accepted: u64,
+    pub rejected: u64,
+    pub message: String,
+}
+
+/// Stores decoded records (blocking: call from a blocking thread) and
+/// accounts for them. Rejections from decoding and from the engine's limits
+/// are reported together.
+pub fn store<S: OtlpSignal>(
+    app: &App,
+    engine: &Engine,
+    decoded: Decoded<S::Record>,
+    protocol: &str,
+    body_bytes: usize,
+) -> skein_engine::Result<Stored> {
+    let labels = format!("signal=\"{}\",protocol=\"{protocol}\"", S::NAME);
+    app.metrics.ingest_requests.add(&labels, 1);
+    app.metrics.ingest_bytes.add(&labels, body_bytes as u64);
+    let mut errors = decoded.errors;
+    let mut rejected = decoded.rejected;
+    let records = decoded.records;
+    // Live tails see records only once they are stored.
+    let tail_copy = (app.arrivals.receiver_count() > 0).then(|| records.clone());
+    let report = if records.is_empty() {
+        IngestReport::default()
+    } else {
+        S::store(engine, records)?
+    };
+    if let Some(copy) = tail_copy {
+        S::announce(app, &copy);
+    }
+    rejected += report.rejected;
+    errors.extend(report.errors);
+    app.metrics.ingest_records.add(&labels, report.accepted);
+    if rejected > 0 {
+        app.metrics.rejected_records.add(&labels, rejected);
+    }
+    let mut message = String::new();
+    if rejected > 0 {
+        message = format!("rejected {rejected}: {}", errors.join("; "));
+        if rejected as usize > errors.len() {
+            message.push_str("; …");
+        }
+    }
+    Ok(Stored {
+        accepted: report.accepted,
+        rejected,
+        message,
+    })
+}

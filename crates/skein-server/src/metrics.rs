@@ -1,0 +1,275 @@
+//! Self-metrics in the Prometheus text format.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use skein_engine::EngineStats;
+
+/// Counters keyed by a label set, e.g. `signal="spans",protocol="grpc"`.
+#[derive(Default)]
+pub struct CounterFamily {
+    values: Mutex<BTreeMap<String, u64>>,
+}
+
+impl CounterFamily {
+    pub fn add(&self, labels: &str, n: u64) {
+        *self.values.lock().entry(labels.to_string()).or_default() += n;
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for (labels, v) in self.values.lock().iter() {
+            let _ = writeln!(out, "{name}{{{labels}}} {v}");
+        }
+    }
+}
+
+/// Latency histogram with fixed buckets (seconds).
+pub struct Histogram {
+    bounds: &'static [f64],
+    counts: Vec<AtomicU64>,
+    sum_micros: AtomicU64,
+    count: AtomicU64,
+}
+
+const LATENCY_BOUNDS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            bounds: LATENCY_BOUNDS,
+            counts: LATENCY_BOUNDS.iter().map(|_| AtomicU64::new(0)).collect(),
+            sum_micros: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Histogram {
+    pub fn observe(&self, secs: f64) {
+        for (i, b) in self.bounds.iter().enumerate() {
+            if secs <= *b {
+                self.counts[i].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.sum_micros.fetch_add((secs * 1e6) as u64, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let sep = if labels.is_empty() { "" } else { "," };
+        for (i, b) in self.bounds.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {}",
+                self.counts[i].load(Ordering::Relaxed)
+            );
+        }
+        let n = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {n}");
+        let _ = writeln!(
+            out,
+            "{name}_sum{{{labels}}} {}",
+            self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6
+        );
+        let _ = writeln!(out, "{name}_count{{{labels}}} {n}");
+    }
+}
+
+#[derive(Default)]
+pub struct Metrics {
+    pub ingest_records: CounterFamily,
+    pub ingest_bytes: CounterFamily,
+    pub ingest_requests: CounterFamily,
+    pub rejected_records: CounterFamily,
+    pub rejected_requests: CounterFamily,
+    pub ingest_latency: Histogram,
+    pub query_latency: Mutex<BTreeMap<String, std::sync::Arc<Histogram>>>,
+    pub started: Option<Instant>,
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        Metrics {
+            started: Some(Instant::now()),
+            ..Default::default()
+        }
+    }
+
+    pub fn observe_query(&self, endpoint: &str, secs: f64) {
+        let h = self
+            .query_latency
+            .lock()
+            .entry(endpoint.to_string())
+            .or_default()
+            .clone();
+        h.observe(secs);
+    }
+
+    pub fn render(&self, engine: Option<&EngineStats>, in_flight: usize, in_flight_max: usize) -> String {
+        let mut out = String::with_capacity(8192);
+        self.ingest_records.render(
+            &mut out,
+            "skein_ingest_records_total",
+            "Records accepted, by signal and protocol.",
+        );
+        self.ingest_bytes.render(
+            &mut out,
+            "skein_ingest_bytes_total",
+            "Request body bytes received for ingest, by signal and protocol.",
+        );
+        self.ingest_requests.render(
+            &mut out,
+            "skein_ingest_requests_total",
+            "Ingest requests, by signal and protocol.",
+        );
+        self.rejected_records.render(
+            &mut out,
+            "skein_rejected_records_total",
+            "Records rejected as invalid, by signal and protocol.",
+        );
+        self.rejected_requests.render(
+            &mut out,
+            "skein_rejected_requests_total",
+            "Requests refused, by reason.",
+        );
+        let _ = writeln!(
+            out,
+            "# HELP skein_ingest_duration_seconds Ingest request latency.\n# TYPE skein_ingest_duration_seconds histogram"
+        );
+        self.ingest_latency
+            .render(&mut out, "skein_ingest_duration_seconds", "");
+        let _ = writeln!(
+            out,
+            "# HELP skein_query_duration_seconds Query latency by endpoint.\n# TYPE skein_query_duration_seconds histogram"
+        );
+        for (endpoint, h) in self.query_latency.lock().iter() {
+            h.render(
+                &mut out,
+                "skein_query_duration_seconds",
+                &format!("endpoint=\"{endpoint}\""),
+            );
+        }
+        let gauge = |out: &mut String, name: &str, help: &str, v: f64| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        };
+        let counter = |out: &mut String, name: &str, help: &str, v: f64| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
+        };
+        gauge(
+            &mut out,
+            "skein_ingest_inflight_bytes",
+            "Request bytes admitted and being ingested.",
+            in_flight as f64,
+        );
+        gauge(
+            &mut out,
+            "skein_ingest_inflight_max_bytes",
+            "Admission budget.",
+            in_flight_max as f64,
+        );
+        if let Some(s) = engine {
+            gauge(&mut out, "skein_spans", "Spans stored.", s.spans as f64);
+            gauge(&mut out, "skein_logs", "Log records stored.", s.logs as f64);
+            gauge(
+                &mut out,
+                "skein_metric_points",
+                "Metric points stored.",
+                s.metric_points as f64,
+            );
+            gauge(
+                &mut out,
+                "skein_hot_records",
+                "Records in the hot tier.",
+                s.hot_records as f64,
+            );
+            gauge(
+                &mut out,
+                "skein_hot_bytes",
+                "Approximate bytes of the hot tier.",
+                s.hot_bytes as f64,
+            );
+            gauge(&mut out, "skein_parts", "Parts on disk.", s.parts as f64);
+            gauge(
+                &mut out,
+                "skein_part_bytes",
+                "Bytes of parts on disk.",
+                s.part_bytes as f64,
+            );
+            gauge(&mut out, "skein_wal_bytes", "Bytes of WAL on disk.", s.wal_bytes as f64);
+            gauge(
+                &mut out,
+                "skein_index_memory_bytes",
+                "Memory held by part indexes.",
+                s.index_memory_bytes as f64,
+            );
+            counter(
+                &mut out,
+                "skein_wal_fsyncs_total",
+                "WAL fsyncs (group commits).",
+                s.wal_fsyncs as f64,
+            );
+            counter(
+                &mut out,
+                "skein_wal_fsync_seconds_total",
+                "Time spent in WAL fsync.",
+                s.wal_fsync_seconds,
+            );
+            counter(
+                &mut out,
+                "skein_wal_appends_total",
+                "WAL batch appends.",
+                s.wal_appends as f64,
+            );
+            counter(
+                &mut out,
+                "skein_flushes_total",
+                "Hot-tier flushes to parts.",
+                s.flushes as f64,
+            );
+            counter(
+                &mut out,
+                "skein_compactions_total",
+                "Part merges.",
+                s.compactions as f64,
+            );
+            counter(
+                &mut out,
+                "skein_compaction_seconds_total",
+                "Time spent compacting.",
+                s.compaction_seconds,
+            );
+        }
+        if let Some(rss) = resident_bytes() {
+            gauge(
+                &mut out,
+                "skein_process_resident_memory_bytes",
+                "Resident memory of the process.",
+                rss as f64,
+            );
+        }
+        if let Some(t) = self.started {
+            gauge(
+                &mut out,
+                "skein_uptime_seconds",
+                "Seconds since start.",
+                t.elapsed().as_secs_f64(),
+            );
+        }
+        out
+    }
+}
+
+/// Resident set size from /proc (Linux), in bytes.
+pub fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * page.max(1) as u64)
+}

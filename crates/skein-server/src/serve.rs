@@ -1,0 +1,157 @@
+//! `skein serve`: bind every listener (failing fast on a busy port), recover
+//! the engine while health endpoints already answer, serve, and on shutdown
+//! stop accepting, finish in-flight requests, flush and exit.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::post;
+use skein_engine::{Engine, EngineOptions};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::app::App;
+use crate::config::ServerConfig;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {addr} ({what}): {source}{hint}")]
+    Bind {
+        addr: SocketAddr,
+        what: &'static str,
+        hint: &'static str,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Engine(#[from] skein_engine::Error),
+    #[error("{0}")]
+    Other(String),
+}
+
+async fn bind(addr: SocketAddr, what: &'static str, flag: &'static str) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr).await.map_err(|source| ServeError::Bind {
+        addr,
+        what,
+        hint: if source.kind() == std::io::ErrorKind::AddrInUse {
+            flag
+        } else {
+            ""
+        },
+        source,
+    })
+}
+
+/// The router of the API port: ingest, health, metrics (the query API is
+/// added by `api::routes`).
+pub fn api_router(app: Arc<App>) -> Router {
+    Router::new()
+        .merge(crate::otlp_http::routes())
+        .merge(crate::health::routes())
+        .route("/api/v1/spans", post(crate::spans_api::post_spans))
+        .merge(crate::api::routes())
+        .layer(DefaultBodyLimit::disable())
+        .with_state(app)
+}
+
+/// The router of the OTLP/HTTP port.
+pub fn otlp_http_router(app: Arc<App>) -> Router {
+    Router::new()
+        .merge(crate::otlp_http::routes())
+        .merge(crate::health::routes())
+        .layer(DefaultBodyLimit::disable())
+        .with_state(app)
+}
+
+/// Runs the server until `shutdown` resolves; returns once data is flushed.
+pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
+    let grpc = bind(
+        config.otlp_grpc_addr,
+        "OTLP/gRPC",
+        " — is another skein (or collector) running? Pick another port with --otlp-grpc-addr",
+    )
+    .await?;
+    let otlp_http = bind(
+        config.otlp_http_addr,
+        "OTLP/HTTP",
+        " — is another skein (or collector) running? Pick another port with --otlp-http-addr",
+    )
+    .await?;
+    let api = bind(
+        config.api_addr,
+        "API",
+        " — is another skein running? Pick another port with --api-addr",
+    )
+    .await?;
+    let addrs = (grpc.local_addr(), otlp_http.local_addr(), api.local_addr());
+    let app = Arc::new(App::new(config.clone()));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+
+    let api_server = tokio::spawn(
+        axum::serve(api, api_router(app.clone()).into_make_service())
+            .with_graceful_shutdown(stopped(stop_rx.clone()))
+            .into_future(),
+    );
+    let http_server = tokio::spawn(
+        axum::serve(otlp_http, otlp_http_router(app.clone()).into_make_service())
+            .with_graceful_shutdown(stopped(stop_rx.clone()))
+            .into_future(),
+    );
+    let grpc_routes = crate::otlp_grpc::router(app.clone());
+    let grpc_stop = stopped(stop_rx.clone());
+    let grpc_server = tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .concurrency_limit_per_connection(64)
+            .add_routes(grpc_routes)
+            .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(grpc), grpc_stop)
+            .await
+    });
+    tracing::info!(
+        "listening: OTLP/gRPC {}, OTLP/HTTP {}, API {}",
+        addrs.0.map(|a| a.to_string()).unwrap_or_default(),
+        addrs.1.map(|a| a.to_string()).unwrap_or_default(),
+        addrs.2.map(|a| a.to_string()).unwrap_or_default()
+    );
+
+    // Recover while the health endpoints already answer (readyz: starting).
+    let mut opts = EngineOptions::new(&config.data_dir);
+    opts.durability = config.durability;
+    opts.hot_max_bytes = config.hot_max_bytes;
+    opts.wal_salvage = config.wal_salvage;
+    let opened = tokio::task::spawn_blocking(move || Engine::open(opts))
+        .await
+        .map_err(|e| ServeError::Other(e.to_string()))?;
+    let engine = match opened {
+        Ok(e) => Arc::new(e),
+        Err(e) => {
+            let _ = stop_tx.send(true);
+            return Err(ServeError::Engine(e));
+        }
+    };
+    app.set_engine(engine.clone());
+    tracing::info!("ready: data dir {}", config.data_dir.display());
+
+    shutdown.await;
+    tracing::info!("shutting down: finishing in-flight requests");
+    let _ = stop_tx.send(true);
+    let drain = async {
+        let _ = api_server.await;
+        let _ = http_server.await;
+        let _ = grpc_server.await;
+    };
+    if tokio::time::timeout(config.shutdown_timeout, drain).await.is_err() {
+        tracing::warn!("in-flight requests did not finish within {:?}", config.shutdown_timeout);
+    }
+    app.begin_shutdown();
+    let e = engine.clone();
+    tokio::task::spawn_blocking(move || e.close())
+        .await
+        .map_err(|e| ServeError::Other(e.to_string()))??;
+    tracing::info!("flushed; bye");
+    Ok(())
+}

@@ -1,0 +1,375 @@
+//! The overview commands: `status`, `summarize`, `anomalies`, `services`,
+//! `operations`.
+
+use clap::Args;
+use serde_json::{Map, Value};
+
+use super::client::{CliResult, Exit, NotFound, Params};
+use super::filters::{ExplainArg, WindowArgs, duration_arg, params_with_explain, time_arg};
+use super::output::{self, Out, columns, key_values, table, write_stdout};
+use super::{Ctx, found};
+
+#[derive(Args, Debug)]
+pub struct SummarizeArgs {
+    /// Only this service.
+    #[arg(long, value_name = "NAME")]
+    pub service: Option<String>,
+    #[command(flatten)]
+    pub window: WindowArgs,
+    #[command(flatten)]
+    pub explain: ExplainArg,
+}
+
+#[derive(Args, Debug)]
+pub struct AnomaliesArgs {
+    /// The current window, ending now (or --until).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = duration_arg)]
+    pub last: String,
+    /// The baseline window, just before the current one.
+    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = duration_arg)]
+    pub baseline: String,
+    /// End of the current window [default: now].
+    #[arg(long, value_name = "TIME", value_parser = time_arg)]
+    pub until: Option<String>,
+    #[command(flatten)]
+    pub explain: ExplainArg,
+}
+
+#[derive(Args, Debug)]
+pub struct ServicesArgs {
+    #[command(flatten)]
+    pub window: WindowArgs,
+    #[command(flatten)]
+    pub explain: ExplainArg,
+}
+
+#[derive(Args, Debug)]
+pub struct OperationsArgs {
+    /// The service (as `skein services` lists it).
+    pub service: String,
+    #[command(flatten)]
+    pub window: WindowArgs,
+    #[command(flatten)]
+    pub explain: ExplainArg,
+}
+
+const STATUS_KEYS: &[(&str, &str)] = &[
+    ("server", "SERVER"),
+    ("status", "STATUS"),
+    ("version", "VERSION"),
+    ("uptime_seconds", "UPTIME"),
+    ("records", "RECORDS"),
+    ("spans", "SPANS"),
+    ("logs", "LOGS"),
+    ("metric_points", "METRIC POINTS"),
+    ("parts", "PARTS"),
+    ("bytes_on_disk", "ON DISK"),
+    ("wal_bytes", "WAL"),
+    ("hot_records", "HOT RECORDS"),
+    ("hot_bytes", "HOT"),
+    ("resident_memory_bytes", "MEMORY"),
+    ("durability", "DURABILITY"),
+    ("data_dir", "DATA DIR"),
+];
+
+/// `skein status`: readiness (`/readyz`) and the stats (`/api/v1/stats`)
+/// in one object. Exit 0 when ready, 4 when the server answers but is not
+/// (starting, shutting down), 3 when it does not answer.
+pub fn status(ctx: &Ctx) -> CliResult<Exit> {
+    let c = ctx.client(false)?;
+    let r = c.send(&["readyz"], &[])?;
+    let code = r.status();
+    let body = r.bytes().unwrap_or_default();
+    let readiness: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let mut v = Map::new();
+    v.insert("server".into(), c.base().into());
+    let exit = if code.is_success() {
+        let stats = c.get_json(&["api", "v1", "stats"], &[], NotFound::Unexpected)?;
+        if let Value::Object(m) = stats {
+            v.extend(m);
+        }
+        v.insert("ready".into(), true.into());
+        v.insert("status".into(), "ready".into());
+        Exit::Ok
+    } else if code.as_u16() == 503 && readiness.get("status").is_some() {
+        v.insert("ready".into(), false.into());
+        v.insert("status".into(), readiness["status"].clone());
+        v.insert(
+            "message".into(),
+            readiness.get("message").cloned().unwrap_or(Value::Null),
+        );
+        Exit::Server
+    } else {
+        return Err(super::client::api_error(code, &body, NotFound::Unexpected));
+    };
+    let v = Value::Object(v);
+    if ctx.out.table() {
+        let keys = columns(&ctx.out, STATUS_KEYS);
+        let keys: Vec<(String, String)> = if ctx.out.fields.is_empty() {
+            keys.into_iter().filter(|(k, _)| v.get(k).is_some()).collect()
+        } else {
+            keys
+        };
+        write_stdout(&key_values(&v, &keys))?;
+        if let Some(m) = v.get("message").and_then(Value::as_str) {
+            write_stdout(&format!("not ready: {m}"))?;
+        }
+    } else {
+        ctx.out.json(&ctx.out.trim(v, None))?;
+    }
+    Ok(exit)
+}
+
+fn window_line(w: &Value) -> String {
+    let t = |k: &str| {
+        w.get(k)
+            .and_then(Value::as_u64)
+            .map(output::rfc3339)
+            .unwrap_or_else(|| "…".into())
+    };
+    format!("{} → {}", t("start_unix_nano"), t("end_unix_nano"))
+}
+
+const SERVICE_COLUMNS: &[(&str, &str)] = &[
+    ("service", "SERVICE"),
+    ("spans", "SPANS"),
+    ("traces", "TRACES"),
+    ("errors", "ERRORS"),
+    ("error_rate", "ERROR%"),
+    ("p50_ns", "P50"),
+    ("p95_ns", "P95"),
+    ("p99_ns", "P99"),
+    ("max_ns", "MAX"),
+    ("rate_per_sec", "RATE/S"),
+];
+
+const OPERATION_COLUMNS: &[(&str, &str)] = &[
+    ("service", "SERVICE"),
+    ("name", "OPERATION"),
+    ("spans", "SPANS"),
+    ("errors", "ERRORS"),
+    ("error_rate", "ERROR%"),
+    ("p50_ns", "P50"),
+    ("p95_ns", "P95"),
+    ("p99_ns", "P99"),
+    ("rate_per_sec", "RATE/S"),
+];
+
+fn owned(cols: &[(&str, &str)]) -> Vec<(String, String)> {
+    cols.iter().map(|(k, h)| (k.to_string(), h.to_string())).collect()
+}
+
+fn plural(n: u64, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+fn summary_table(v: &Value) -> String {
+    let n = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let lat = |k: &str| {
+        v["latency"]
+            .get(k)
+            .and_then(Value::as_f64)
+            .map(output::human_duration)
+            .unwrap_or_else(|| "-".into())
+    };
+    let sev: Vec<String> = v["logs_by_severity"]
+        .as_object()
+        .map(|m| m.iter().map(|(k, c)| format!("{k} {c}")).collect())
+        .unwrap_or_default();
+    let mut out = String::new();
+    let mut line = |k: &str, text: String| out.push_str(&format!("{k:<8} {text}\n"));
+    line("WINDOW", window_line(&v["window"]));
+    if let Some(s) = v.get("service").and_then(Value::as_str) {
+        line("SERVICE", s.to_string());
+    }
+    line(
+        "SPANS",
+        format!(
+            "{} in {}, {} ({}), {}",
+            n("spans"),
+            plural(n("traces"), "trace"),
+            plural(n("error_spans"), "error"),
+            output::percent(v["error_rate"].as_f64().unwrap_or(0.0)),
+            plural(n("services"), "service")
+        ),
+    );
+    line(
+        "LATENCY",
+        format!(
+            "p50 {}  p95 {}  p99 {}  max {}",
+            lat("p50_ns"),
+            lat("p95_ns"),
+            lat("p99_ns"),
+            lat("max_ns")
+        ),
+    );
+    let sev = if sev.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", sev.join(", "))
+    };
+    line("LOGS", format!("{}{sev}", n("logs")));
+    line(
+        "METRICS",
+        format!(
+            "{} in {} series",
+            plural(n("metric_points"), "point"),
+            n("metric_series")
+        ),
+    );
+    for (title, key, cols) in [
+        ("TOP SERVICES", "top_services", SERVICE_COLUMNS),
+        ("TOP ERROR OPERATIONS", "top_error_operations", OPERATION_COLUMNS),
+    ] {
+        if let Some(rows) = v[key].as_array().filter(|r| !r.is_empty()) {
+            out.push_str(&format!("\n{title}\n"));
+            out.push_str(&table(rows, &owned(cols)));
+        }
+    }
+    out
+}
+
+/// `skein summarize`: `/api/v1/summary`. Exit 1 when the window holds no
+/// spans, logs or metric points.
+pub fn summarize(ctx: &Ctx, a: &SummarizeArgs) -> CliResult<Exit> {
+    let mut p = Params::new();
+    a.window.params(&mut p);
+    if let Some(s) = &a.service {
+        p.push(("service".into(), s.clone()));
+    }
+    params_with_explain(&mut p, a.explain.explain);
+    let v = ctx
+        .client(false)?
+        .get_json(&["api", "v1", "summary"], &p, NotFound::Unexpected)?;
+    let total: u64 = ["spans", "logs", "metric_points"]
+        .iter()
+        .map(|k| v.get(*k).and_then(Value::as_u64).unwrap_or(0))
+        .sum();
+    print_object(&ctx.out, v, summary_table)?;
+    Ok(if total == 0 { Exit::NoResults } else { Exit::Ok })
+}
+
+/// An answer without a main list: JSON (trimmed), the command's own table,
+/// or with --fields a key/value table of those fields.
+fn print_object(out: &Out, v: Value, render: impl Fn(&Value) -> String) -> CliResult<()> {
+    if out.table() {
+        if out.fields.is_empty() {
+            write_stdout(&render(&v))
+        } else {
+            write_stdout(&key_values(&v, &columns(out, &[])))
+        }
+    } else {
+        out.json(&out.trim(v, None))
+    }
+}
+
+/// An answer with a main list `key`: JSON with --fields applied to each
+/// element, or a table of the list.
+pub fn print_list(out: &Out, v: Value, key: &str, cols: &[(&str, &str)], title: Option<String>) -> CliResult<()> {
+    if out.table() {
+        let rows = v.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
+        let mut text = String::new();
+        if let Some(t) = title {
+            text.push_str(&t);
+            text.push('\n');
+        }
+        text.push_str(&table(&rows, &columns(out, cols)));
+        if let Some(c) = v.get("next_cursor").and_then(Value::as_str) {
+            text.push_str(&format!("(more: --cursor {c})\n"));
+        }
+        write_stdout(&text)
+    } else {
+        out.json(&out.trim(v, Some(key)))
+    }
+}
+
+const ANOMALY_COLUMNS: &[(&str, &str)] = &[
+    ("service", "SERVICE"),
+    ("kind", "KIND"),
+    ("current", "CURRENT"),
+    ("baseline", "BASELINE"),
+    ("current_spans", "SPANS NOW"),
+    ("baseline_spans", "SPANS BEFORE"),
+    ("message", "MESSAGE"),
+];
+
+/// `skein anomalies`: `/api/v1/anomalies`. Exit 1 when nothing regressed.
+pub fn anomalies(ctx: &Ctx, a: &AnomaliesArgs) -> CliResult<Exit> {
+    let mut p: Params = vec![("last".into(), a.last.clone()), ("baseline".into(), a.baseline.clone())];
+    if let Some(u) = &a.until {
+        p.push(("until".into(), u.clone()));
+    }
+    params_with_explain(&mut p, a.explain.explain);
+    let v = ctx
+        .client(false)?
+        .get_json(&["api", "v1", "anomalies"], &p, NotFound::Unexpected)?;
+    let exit = found(v.get("anomalies"));
+    let title = format!(
+        "current {}, baseline {}",
+        window_line(&v["current"]),
+        window_line(&v["baseline"])
+    );
+    print_list(&ctx.out, v, "anomalies", ANOMALY_COLUMNS, Some(title))?;
+    if exit == Exit::NoResults && ctx.out.table() {
+        write_stdout("(no anomalies)")?;
+    }
+    Ok(exit)
+}
+
+/// `skein services`: `/api/v1/services`. Exit 1 when there are none.
+pub fn services(ctx: &Ctx, a: &ServicesArgs) -> CliResult<Exit> {
+    let mut p = Params::new();
+    a.window.params(&mut p);
+    params_with_explain(&mut p, a.explain.explain);
+    let v = ctx
+        .client(false)?
+        .get_json(&["api", "v1", "services"], &p, NotFound::Unexpected)?;
+    let exit = found(v.get("services"));
+    print_list(&ctx.out, v, "services", SERVICE_COLUMNS, None)?;
+    Ok(exit)
+}
+
+/// `skein operations SERVICE`: `/api/v1/services/{service}/operations`.
+/// Exit 1 when the service has none (or does not exist).
+pub fn operations(ctx: &Ctx, a: &OperationsArgs) -> CliResult<Exit> {
+    let mut p = Params::new();
+    a.window.params(&mut p);
+    params_with_explain(&mut p, a.explain.explain);
+    let v = ctx.client(false)?.get_json(
+        &["api", "v1", "services", &a.service, "operations"],
+        &p,
+        NotFound::Unexpected,
+    )?;
+    let exit = found(v.get("operations"));
+    print_list(&ctx.out, v, "operations", &OPERATION_COLUMNS[1..], None)?;
+    Ok(exit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_summary_table_reads_as_sentences() {
+        let v = json!({
+            "window": {"start_unix_nano": 1_700_000_000_000_000_000u64, "end_unix_nano": 1_700_003_600_000_000_000u64},
+            "service": null, "spans": 60, "traces": 60, "error_spans": 5, "error_rate": 5.0 / 60.0,
+            "services": 3, "latency": {"p50_ns": 10_000_000, "p95_ns": 30_000_000, "p99_ns": 30_000_000, "max_ns": 30_000_000},
+            "logs": 6, "logs_by_severity": {"error": 2, "info": 4}, "metric_points": 0, "metric_series": 0,
+            "top_services": [], "top_error_operations": [],
+        });
+        let t = summary_table(&v);
+        assert!(
+            t.contains("SPANS    60 in 60 traces, 5 errors (8.3%), 3 services"),
+            "{t}"
+        );
+        assert!(t.contains("LATENCY  p50 10ms  p95 30ms  p99 30ms  max 30ms"), "{t}");
+        assert!(t.contains("LOGS     6 (error 2, info 4)"), "{t}");
+        assert!(t.contains("2023-11-14T22:13:20.000Z → 2023-11-14T23:13:20.000Z"), "{t}");
+    }
+}

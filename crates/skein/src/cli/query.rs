@@ -1,0 +1,147 @@
+//! The search and lookup commands: `query traces|spans|logs|metrics`,
+//! `get trace`, `correlate`.
+
+use clap::{Args, Subcommand};
+
+use super::client::{CliResult, Exit, NotFound};
+use super::filters::{LogFilters, MetricFilters, SpanFilters};
+use super::inspect::print_list;
+use super::output::{Format, table, write_stdout};
+use super::{Ctx, found, waterfall};
+
+#[derive(Subcommand, Debug)]
+pub enum QueryCommand {
+    /// Traces having a span that matches, newest first (one summary each).
+    Traces(SpanFilters),
+    /// Spans, newest first.
+    Spans(SpanFilters),
+    /// Log records, newest first.
+    Logs(LogFilters),
+    /// Metric points, newest first.
+    Metrics(MetricFilters),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum GetCommand {
+    /// One trace: its spans in tree order with their depth. With --format
+    /// table, a waterfall; with --format otlp, OTLP/JSON.
+    Trace(GetTraceArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct GetTraceArgs {
+    /// The trace id (32 hex digits).
+    pub trace_id: String,
+    /// Add the engine's account of how it answered.
+    #[arg(long)]
+    pub explain: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct CorrelateArgs {
+    /// The trace id (32 hex digits).
+    #[arg(long = "trace", value_name = "ID")]
+    pub trace_id: String,
+}
+
+pub const SPAN_COLUMNS: &[(&str, &str)] = &[
+    ("start_time_unix_nano", "START"),
+    ("trace_id", "TRACE"),
+    ("span_id", "SPAN"),
+    ("service", "SERVICE"),
+    ("name", "NAME"),
+    ("kind", "KIND"),
+    ("duration_ns", "DURATION"),
+    ("status", "STATUS"),
+];
+
+const TRACE_COLUMNS: &[(&str, &str)] = &[
+    ("start_time_unix_nano", "START"),
+    ("trace_id", "TRACE"),
+    ("root.service", "ROOT SERVICE"),
+    ("root.name", "ROOT"),
+    ("span_count", "SPANS"),
+    ("error_count", "ERRORS"),
+    ("duration_ns", "DURATION"),
+    ("services", "SERVICES"),
+];
+
+pub const LOG_COLUMNS: &[(&str, &str)] = &[
+    ("time_unix_nano", "TIME"),
+    ("service", "SERVICE"),
+    ("severity", "SEVERITY"),
+    ("body", "BODY"),
+    ("trace_id", "TRACE"),
+];
+
+const METRIC_COLUMNS: &[(&str, &str)] = &[
+    ("time_unix_nano", "TIME"),
+    ("service", "SERVICE"),
+    ("name", "NAME"),
+    ("type", "TYPE"),
+    ("value", "VALUE"),
+    ("unit", "UNIT"),
+    ("attributes", "ATTRIBUTES"),
+];
+
+/// `skein query …`: the search endpoints. Exit 1 when nothing matched.
+pub fn query(ctx: &Ctx, q: &QueryCommand) -> CliResult<Exit> {
+    let (path, params, key, cols) = match q {
+        QueryCommand::Traces(f) => ("traces", f.params(), "traces", TRACE_COLUMNS),
+        QueryCommand::Spans(f) => ("spans", f.params(), "spans", SPAN_COLUMNS),
+        QueryCommand::Logs(f) => ("logs", f.params(), "logs", LOG_COLUMNS),
+        QueryCommand::Metrics(f) => ("metrics", f.params(), "points", METRIC_COLUMNS),
+    };
+    let v = ctx
+        .client(false)?
+        .get_json(&["api", "v1", path], &params, NotFound::Unexpected)?;
+    let exit = found(v.get(key));
+    print_list(&ctx.out, v, key, cols, None)?;
+    Ok(exit)
+}
+
+/// `skein get trace ID`. Exit 1 when there is no such trace.
+pub fn get(ctx: &Ctx, g: &GetCommand) -> CliResult<Exit> {
+    let GetCommand::Trace(a) = g;
+    let mut params = Vec::new();
+    if ctx.out.format == Format::Otlp {
+        params.push(("format".to_string(), "otlp".to_string()));
+    }
+    if a.explain {
+        params.push(("explain".to_string(), "true".to_string()));
+    }
+    let v = ctx
+        .client(false)?
+        .get_json(&["api", "v1", "traces", &a.trace_id], &params, NotFound::NoResults)?;
+    match ctx.out.format {
+        Format::Otlp => ctx.out.json(&v)?,
+        Format::Table if ctx.out.fields.is_empty() => write_stdout(&waterfall::render(&v, waterfall::WIDTH))?,
+        _ => print_list(&ctx.out, v, "spans", SPAN_COLUMNS, None)?,
+    }
+    Ok(Exit::Ok)
+}
+
+/// `skein correlate --trace ID`: the trace, its logs, its services'
+/// metrics around it. Exit 1 when there is no such trace.
+pub fn correlate(ctx: &Ctx, a: &CorrelateArgs) -> CliResult<Exit> {
+    let v = ctx
+        .client(false)?
+        .get_json(&["api", "v1", "correlate", &a.trace_id], &[], NotFound::NoResults)?;
+    if ctx.out.table() && ctx.out.fields.is_empty() {
+        let mut text = waterfall::render(&v["trace"], waterfall::WIDTH);
+        for (title, key, cols) in [("LOGS", "logs", LOG_COLUMNS), ("METRICS", "metrics", METRIC_COLUMNS)] {
+            let rows = v[key].as_array().cloned().unwrap_or_default();
+            text.push_str(&format!("\n{title} ({})\n", rows.len()));
+            if !rows.is_empty() {
+                let cols: Vec<(String, String)> = cols.iter().map(|(k, h)| (k.to_string(), h.to_string())).collect();
+                text.push_str(&table(&rows, &cols));
+            }
+        }
+        write_stdout(&text)?;
+    } else if ctx.out.table() {
+        write_stdout(&super::output::key_values(&v, &super::output::columns(&ctx.out, &[])))?;
+    } else {
+        ctx.out.json(&ctx.out.trim(v, None))?;
+    }
+    Ok(Exit::Ok)
+}

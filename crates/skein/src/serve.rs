@@ -1,0 +1,260 @@
+//! `skein serve`: configuration (flags win over environment, which wins over
+//! the TOML file, which wins over defaults) and the process around the
+//! server: logging, signals, exit codes.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use serde::Deserialize;
+use skein_server::ServerConfig;
+
+#[derive(Args, Debug, Default)]
+pub struct ServeArgs {
+    /// TOML configuration file (keys as the long flags, with underscores).
+    #[arg(long, env = "SKEIN_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Data directory [default: the platform data dir, e.g. ~/.local/share/skein].
+    #[arg(long, env = "SKEIN_DATA_DIR", value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// OTLP/gRPC listen address [default: 127.0.0.1:4317].
+    #[arg(long, env = "SKEIN_OTLP_GRPC_ADDR", value_name = "ADDR")]
+    otlp_grpc_addr: Option<String>,
+    /// OTLP/HTTP listen address [default: 127.0.0.1:4318].
+    #[arg(long, env = "SKEIN_OTLP_HTTP_ADDR", value_name = "ADDR")]
+    otlp_http_addr: Option<String>,
+    /// REST API listen address (also serves ingest) [default: 127.0.0.1:7700].
+    #[arg(long, env = "SKEIN_API_ADDR", value_name = "ADDR")]
+    api_addr: Option<String>,
+    /// When an acknowledged write is on disk: `fsync` (before every ack,
+    /// group-committed; nothing acknowledged is lost), `interval:<ms>ms`
+    /// (fsync every <ms>; an OS crash loses at most that window), or `none`
+    /// (the OS decides; survives process crashes only) [default: fsync].
+    #[arg(long, env = "SKEIN_DURABILITY", value_name = "MODE")]
+    durability: Option<String>,
+    /// Largest request body, after gzip decompression, e.g. 64MiB [default: 64MiB].
+    #[arg(long, env = "SKEIN_MAX_BODY_BYTES", value_name = "SIZE")]
+    max_body_bytes: Option<String>,
+    /// Request bytes ingested at once; beyond it requests get 503 /
+    /// RESOURCE_EXHAUSTED [default: 64MiB].
+    #[arg(long, env = "SKEIN_MAX_INFLIGHT_BYTES", value_name = "SIZE")]
+    max_inflight_bytes: Option<String>,
+    /// Hot-tier size before it is written to a Parquet part [default: 64MiB].
+    #[arg(long, env = "SKEIN_HOT_MAX_BYTES", value_name = "SIZE")]
+    hot_max_bytes: Option<String>,
+    /// On a corrupt WAL, cut the log at the damage and start (reporting the
+    /// loss) instead of refusing to start.
+    #[arg(long, env = "SKEIN_WAL_SALVAGE")]
+    wal_salvage: bool,
+    /// Seconds shutdown waits for in-flight requests [default: 30].
+    #[arg(long, env = "SKEIN_SHUTDOWN_TIMEOUT", value_name = "SECS")]
+    shutdown_timeout: Option<u64>,
+    /// Log filter, e.g. `info`, `debug`, `skein_engine=debug` [default: info].
+    #[arg(long, env = "SKEIN_LOG", value_name = "FILTER")]
+    log: Option<String>,
+}
+
+/// The TOML file: every key optional.
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    data_dir: Option<PathBuf>,
+    otlp_grpc_addr: Option<String>,
+    otlp_http_addr: Option<String>,
+    api_addr: Option<String>,
+    durability: Option<String>,
+    max_body_bytes: Option<toml::Value>,
+    max_inflight_bytes: Option<toml::Value>,
+    hot_max_bytes: Option<toml::Value>,
+    wal_salvage: Option<bool>,
+    shutdown_timeout: Option<u64>,
+    log: Option<String>,
+}
+
+/// Parses `65536`, `64KiB`, `64MiB`, `1GiB`, `10MB`.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: usize = num
+        .parse()
+        .map_err(|_| format!("invalid size {s:?}: use e.g. 65536, 64KiB, 64MiB, 1GiB"))?;
+    let mult = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" => 1000,
+        "kib" => 1 << 10,
+        "m" | "mb" => 1_000_000,
+        "mib" => 1 << 20,
+        "g" | "gb" => 1_000_000_000,
+        "gib" => 1 << 30,
+        _ => {
+            return Err(format!(
+                "invalid size unit in {s:?}: use B, KiB, MiB, GiB, KB, MB or GB"
+            ));
+        }
+    };
+    n.checked_mul(mult).ok_or_else(|| format!("size {s:?} is too large"))
+}
+
+fn toml_size(v: &toml::Value) -> Result<usize, String> {
+    match v {
+        toml::Value::Integer(i) if *i >= 0 => Ok(*i as usize),
+        toml::Value::String(s) => parse_size(s),
+        other => Err(format!("invalid size {other}")),
+    }
+}
+
+pub fn default_data_dir() -> PathBuf {
+    dirs::data_dir().unwrap_or_else(|| PathBuf::from(".")).join("skein")
+}
+
+fn build_config(args: &ServeArgs) -> Result<(ServerConfig, String), String> {
+    let file: FileConfig = match &args.config {
+        None => FileConfig::default(),
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
+            toml::from_str(&text).map_err(|e| format!("invalid config {}: {e}", path.display()))?
+        }
+    };
+    let data_dir = args.data_dir.clone().or(file.data_dir).unwrap_or_else(default_data_dir);
+    let mut c = ServerConfig::new(data_dir);
+    let addr =
+        |v: Option<&String>, f: &Option<String>, what: &str, default: std::net::SocketAddr| match v.or(f.as_ref()) {
+            None => Ok(default),
+            Some(s) => s
+                .parse()
+                .map_err(|_| format!("invalid {what} {s:?}: use host:port, e.g. 127.0.0.1:4318")),
+        };
+    c.otlp_grpc_addr = addr(
+        args.otlp_grpc_addr.as_ref(),
+        &file.otlp_grpc_addr,
+        "--otlp-grpc-addr",
+        c.otlp_grpc_addr,
+    )?;
+    c.otlp_http_addr = addr(
+        args.otlp_http_addr.as_ref(),
+        &file.otlp_http_addr,
+        "--otlp-http-addr",
+        c.otlp_http_addr,
+    )?;
+    c.api_addr = addr(args.api_addr.as_ref(), &file.api_addr, "--api-addr", c.api_addr)?;
+    if let Some(d) = args.durability.as_ref().or(file.durability.as_ref()) {
+        c.durability = d.parse().map_err(|e: String| format!("--durability: {e}"))?;
+    }
+    let size = |flag: &Option<String>, f: &Option<toml::Value>, name: &str, default: usize| -> Result<usize, String> {
+        match (flag, f) {
+            (Some(s), _) => parse_size(s).map_err(|e| format!("--{name}: {e}")),
+            (None, Some(v)) => toml_size(v).map_err(|e| format!("{name} in config: {e}")),
+            (None, None) => Ok(default),
+        }
+    };
+    c.max_body_bytes = size(
+        &args.max_body_bytes,
+        &file.max_body_bytes,
+        "max-body-bytes",
+        c.max_body_bytes,
+    )?;
+    c.max_inflight_bytes = size(
+        &args.max_inflight_bytes,
+        &file.max_inflight_bytes,
+        "max-inflight-bytes",
+        c.max_inflight_bytes,
+    )?;
+    c.hot_max_bytes = size(
+        &args.hot_max_bytes,
+        &file.hot_max_bytes,
+        "hot-max-bytes",
+        c.hot_max_bytes,
+    )?;
+    c.wal_salvage = args.wal_salvage || file.wal_salvage.unwrap_or(false);
+    if let Some(s) = args.shutdown_timeout.or(file.shutdown_timeout) {
+        c.shutdown_timeout = Duration::from_secs(s);
+    }
+    let log = args.log.clone().or(file.log).unwrap_or_else(|| "info".into());
+    Ok((c, log))
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+pub fn main(args: ServeArgs) -> ExitCode {
+    let (config, log) = match build_config(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("skein serve: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(&log).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("skein serve: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(skein_server::run(config, shutdown_signal())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("skein serve: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_units() {
+        assert_eq!(parse_size("65536").unwrap(), 65536);
+        assert_eq!(parse_size("64MiB").unwrap(), 64 << 20);
+        assert_eq!(parse_size("10 MB").unwrap(), 10_000_000);
+        assert!(parse_size("ten").unwrap_err().contains("invalid size"));
+        assert!(parse_size("5 parsecs").unwrap_err().contains("unit"));
+    }
+
+    #[test]
+    fn flags_win_over_file_and_file_over_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("skein.toml");
+        std::fs::write(
+            &path,
+            "data_dir = \"/tmp/from-file\"\napi_addr = \"127.0.0.1:9999\"\nmax_body_bytes = \"1MiB\"\ndurability = \"none\"\n",
+        )
+        .unwrap();
+        let args = ServeArgs {
+            config: Some(path.clone()),
+            api_addr: Some("127.0.0.1:7777".into()),
+            ..Default::default()
+        };
+        let (c, _) = build_config(&args).unwrap();
+        assert_eq!(c.api_addr.to_string(), "127.0.0.1:7777");
+        assert_eq!(c.data_dir, PathBuf::from("/tmp/from-file"));
+        assert_eq!(c.max_body_bytes, 1 << 20);
+        assert_eq!(c.durability, skein_engine::Durability::None);
+        assert_eq!(c.otlp_http_addr.to_string(), "127.0.0.1:4318");
+        std::fs::write(&path, "no_such_key = 1\n").unwrap();
+        let err = build_config(&args).unwrap_err();
+        assert!(err.contains("no_such_key"), "{err}");
+    }
+}

@@ -1,0 +1,152 @@
+//! Starts the real `skein` binary on free loopback ports with a fresh data
+//! directory, for integration tests.
+
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_skein")
+}
+
+pub struct Server {
+    child: Option<Child>,
+    pub api: String,
+    pub otlp_http: String,
+    pub grpc: String,
+    pub data_dir: PathBuf,
+    pub log: PathBuf,
+    args: Vec<String>,
+}
+
+impl Server {
+    /// Starts a server on `data_dir` with extra flags and waits until ready.
+    pub fn start(data_dir: &Path, extra: &[&str]) -> Server {
+        let (g, h, a) = (free_port(), free_port(), free_port());
+        let args: Vec<String> = [
+            "serve",
+            "--data-dir",
+            data_dir.to_str().unwrap(),
+            "--otlp-grpc-addr",
+            &format!("127.0.0.1:{g}"),
+            "--otlp-http-addr",
+            &format!("127.0.0.1:{h}"),
+            "--api-addr",
+            &format!("127.0.0.1:{a}"),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(extra.iter().map(|s| s.to_string()))
+        .collect();
+        let mut s = Server {
+            child: None,
+            api: format!("http://127.0.0.1:{a}"),
+            otlp_http: format!("http://127.0.0.1:{h}"),
+            grpc: format!("http://127.0.0.1:{g}"),
+            data_dir: data_dir.to_path_buf(),
+            log: data_dir.with_extension("log"),
+            args,
+        };
+        s.spawn();
+        s
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let child = Command::new(bin())
+            .args(&self.args)
+            .env("SKEIN_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    pub fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let client = reqwest::blocking::Client::new();
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("skein exited during start ({status}):\n{}", self.log_text());
+            }
+            if let Ok(r) = client.get(format!("{}/readyz", self.api)).send()
+                && r.status().is_success()
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("skein did not become ready:\n{}", self.log_text());
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// SIGTERM and wait for exit.
+    pub fn stop(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("running");
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        child.wait().unwrap()
+    }
+
+    /// SIGKILL: no chance to flush anything.
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().expect("running");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    /// Starts again on the same data dir and ports.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "stop or kill first");
+        self.spawn();
+    }
+
+    pub fn get_json(&self, path: &str) -> serde_json::Value {
+        let r = reqwest::blocking::get(format!("{}{}", self.api, path)).unwrap();
+        let status = r.status();
+        let v: serde_json::Value = r.json().unwrap();
+        assert!(status.is_success(), "GET {path}: {status} {v}");
+        v
+    }
+
+    /// Peak resident memory of the server so far (VmHWM), in bytes.
+    pub fn peak_rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        status
+            .lines()
+            .find(|l| l.starts_with("VmHWM:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap()
+            * 1024
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Conformance with real OpenTelemetry clients that nobody here wrote: the
+//! Python SDK (OTLP over gRPC and HTTP/protobuf) and the JS SDK (OTLP/HTTP
+//! JSON) export traces, logs and metrics to the real `skein` binary, then
+//! read everything back through the API and check every field
+//! (tests/conformance/otel_python.py, tests/conformance/otel_js.mjs).
+//!
+//! The clients come from tests/requirements.txt (pip) and
+//! tests/conformance/package.json (`npm ci --prefix tests/conformance`),
+//! which test.sh installs. When one is missing the test is skipped, or fails
+//! when `SKEIN_REQUIRE_CLIENTS=1` (as test.sh and CI set it).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Server;
+
+/// A client script gets this long to export and check everything.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(300);
+
+fn repo_root() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize().unwrap_or(root)
+}
+
+fn clients_required() -> bool {
+    std::env::var("SKEIN_REQUIRE_CLIENTS").is_ok_and(|v| v == "1")
+}
+
+/// `true` to go on; `false` (after saying why) to skip. Fails instead of
+/// skipping when clients are required.
+fn client_available(what: &str, missing: Option<String>, install: &str) -> bool {
+    let Some(why) = missing else { return true };
+    if clients_required() {
+        panic!("{what} is missing and SKEIN_REQUIRE_CLIENTS=1: {why}\ninstall it with: {install}");
+    }
+    eprintln!("skipping: {what} is missing ({why}); install it with: {install}");
+    false
+}
+
+fn python_missing(root: &Path) -> Option<String> {
+    let out = Command::new("python3")
+        .current_dir(root)
+        .args([
+            "-c",
+            "import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.grpc, \
+             opentelemetry.exporter.otlp.proto.http, google.protobuf",
+        ])
+        .output();
+    match out {
+        Err(e) => Some(format!("cannot run python3: {e}")),
+        Ok(o) if !o.status.success() => Some(String::from_utf8_lossy(&o.stderr).trim().to_string()),
+        Ok(_) => None,
+    }
+}
+
+fn node_missing(root: &Path) -> Option<String> {
+    if let Err(e) = Command::new("node").arg("--version").output() {
+        return Some(format!("cannot run node: {e}"));
+    }
+    let modules = root.join("tests/conformance/node_modules/@opentelemetry");
+    for pkg in [
+        "sdk-trace-base",
+        "exporter-trace-otlp-http",
+        "sdk-logs",
+        "exporter-logs-otlp-http",
+        "sdk-metrics",
+        "exporter-metrics-otlp-http",
+        "otlp-transformer",
+    ] {
+        if !modules.join(pkg).join("package.json").exists() {
+            return Some(format!("{} not found", modules.join(pkg).display()));
+        }
+    }
+    None
+}
+
+/// Runs a client against the server; panics with its output (and the
+/// server's log) unless it exits 0 in time.
+fn run_client(what: &str, mut cmd: Command, server: &Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let (out_path, err_path) = (dir.path().join("stdout"), dir.path().join("stderr"));
+    let mut child = cmd
+        .current_dir(repo_root())
+        .args([
+            "--grpc",
+            &server.grpc,
+            "--http",
+            &server.otlp_http,
+            "--api",
+            &server.api,
+        ])
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    let deadline = Instant::now() + CLIENT_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+    match status {
+        Some(s) if s.success() => println!("{what}: {}", stdout.trim()),
+        _ => {
+            let log = server.log_text();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            panic!(
+                "{what} {}\n--- stdout\n{stdout}\n--- stderr\n{stderr}\n--- skein log (last 40 lines)\n{}",
+                match status {
+                    Some(s) => format!("failed ({s})"),
+                    None => format!("did not finish in {CLIENT_TIMEOUT:?}"),
+                },
+                tail.join("\n")
+            );
+        }
+    }
+}
+
+#[test]
+fn opentelemetry_python_sdk_over_grpc_and_http_protobuf() {
+    let root = repo_root();
+    if !client_available(
+        "the OpenTelemetry Python SDK",
+        python_missing(&root),
+        "python3 -m pip install -r tests/requirements.txt",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let mut cmd = Command::new("python3");
+    cmd.arg(root.join("tests/conformance/otel_python.py"));
+    run_client("otel_python.py", cmd, &server);
+}
+
+#[test]
+fn opentelemetry_js_sdk_over_http_json() {
+    let root = repo_root();
+    if !client_available(
+        "the OpenTelemetry JS SDK",
+        node_missing(&root),
+        "npm ci --prefix tests/conformance",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let mut cmd = Command::new("node");
+    cmd.arg(root.join("tests/conformance/otel_js.mjs"));
+    run_client("otel_js.mjs", cmd, &server);
+}

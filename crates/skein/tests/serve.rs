@@ -1,0 +1,386 @@
+//! `skein serve` end to end: OTLP over HTTP (protobuf, JSON, gzip) and gRPC,
+//! the JSON span API, errors, health, metrics, shutdown and busy ports.
+
+mod common;
+
+use std::io::Write;
+use std::sync::Arc;
+
+use common::Server;
+use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
+use prost::Message;
+use skein_model::corpus::{Corpus, HOUR_NS};
+use skein_model::otlp::{spans_from_otlp, spans_to_otlp};
+use skein_model::{KeyValue, Resource, Span};
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+fn corpus() -> Corpus {
+    Corpus::with_shape(50, 10, 4, 10, now_ns())
+}
+
+fn client() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::new()
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+/// Reads a trace back through the API in OTLP/JSON and decodes it.
+fn read_trace_otlp(s: &Server, trace_id: &str) -> Vec<Span> {
+    let v = s.get_json(&format!("/api/v1/traces/{trace_id}?format=otlp"));
+    let req: ExportTraceServiceRequest = serde_json::from_value(v).unwrap();
+    let mut spans = spans_from_otlp(req).records;
+    spans.sort_by_key(|s| (s.start_time_unix_nano, s.span_id));
+    spans
+}
+
+fn sorted(mut spans: Vec<Span>) -> Vec<Span> {
+    spans.sort_by_key(|s| (s.start_time_unix_nano, s.span_id));
+    spans
+}
+
+#[test]
+fn otlp_http_protobuf_json_and_gzip_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("data"), &[]);
+    let c = corpus();
+    let http = client();
+    // Binary protobuf.
+    let body = spans_to_otlp(&c.spans(0..10)).encode_to_vec();
+    let r = http
+        .post(format!("{}/v1/traces", s.otlp_http))
+        .header("content-type", "application/x-protobuf")
+        .body(body)
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "application/x-protobuf");
+    let resp = ExportTraceServiceResponse::decode(r.bytes().unwrap()).unwrap();
+    assert!(resp.partial_success.is_none());
+    // Gzipped protobuf, to the API port (ingest is mounted there too).
+    let body = gzip(&spans_to_otlp(&c.spans(10..20)).encode_to_vec());
+    let r = http
+        .post(format!("{}/v1/traces", s.api))
+        .header("content-type", "application/x-protobuf")
+        .header("content-encoding", "gzip")
+        .body(body)
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // OTLP/JSON.
+    let body = serde_json::to_vec(&spans_to_otlp(&c.spans(20..30))).unwrap();
+    let r = http
+        .post(format!("{}/v1/traces", s.otlp_http))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "application/json");
+    for t in [3, 15, 27] {
+        let got = read_trace_otlp(&s, &c.trace_id(t).to_hex());
+        assert_eq!(got, sorted(c.trace(t)), "trace {t} comes back exactly");
+    }
+    let stats = s.get_json("/api/v1/stats");
+    assert_eq!(stats["spans"], 300);
+}
+
+#[test]
+fn partial_success_and_errors_name_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("data"), &["--max-body-bytes", "64KiB"]);
+    let http = client();
+    let c = corpus();
+    let mut req = spans_to_otlp(&c.spans(0..1));
+    req.resource_spans[3].scope_spans[0].spans[0].trace_id = vec![1, 2, 3];
+    let r = http
+        .post(format!("{}/v1/traces", s.otlp_http))
+        .header("content-type", "application/x-protobuf")
+        .body(req.encode_to_vec())
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let resp = ExportTraceServiceResponse::decode(r.bytes().unwrap()).unwrap();
+    let ps = resp.partial_success.unwrap();
+    assert_eq!(ps.rejected_spans, 1);
+    assert!(
+        ps.error_message.contains("trace_id must be 16 bytes, got 3"),
+        "{}",
+        ps.error_message
+    );
+    assert_eq!(s.get_json("/api/v1/stats")["spans"], 9, "the valid spans are stored");
+
+    let post = |ct: &str, extra: Option<(&str, &str)>, body: Vec<u8>| {
+        let mut b = http
+            .post(format!("{}/v1/traces", s.otlp_http))
+            .header("content-type", ct)
+            .body(body);
+        if let Some((k, v)) = extra {
+            b = b.header(k, v);
+        }
+        let r = b.send().unwrap();
+        let status = r.status().as_u16();
+        (status, String::from_utf8_lossy(&r.bytes().unwrap()).to_string())
+    };
+    let (st, body) = post("application/x-protobuf", None, b"\xff\xff\xff garbage".to_vec());
+    assert_eq!(st, 400);
+    assert!(body.contains("invalid protobuf"), "{body}");
+    let (st, body) = post("application/json", None, b"{\"resourceSpans\": [".to_vec());
+    assert_eq!(st, 400);
+    assert!(body.contains("invalid OTLP/JSON"), "{body}");
+    let (st, body) = post("text/plain", None, b"hi".to_vec());
+    assert_eq!(st, 415);
+    assert!(body.contains("unsupported Content-Type"), "{body}");
+    let (st, body) = post(
+        "application/x-protobuf",
+        Some(("content-encoding", "gzip")),
+        b"not gzip".to_vec(),
+    );
+    assert_eq!(st, 400);
+    assert!(body.contains("gzip"), "{body}");
+    let (st, body) = post("application/x-protobuf", None, vec![0u8; 100 << 10]);
+    assert_eq!(st, 413);
+    assert!(body.contains("limit"), "{body}");
+    let (st, body) = post(
+        "application/x-protobuf",
+        Some(("content-encoding", "gzip")),
+        gzip(&vec![0u8; 1 << 20]),
+    );
+    assert_eq!(st, 413, "a gzip bomb is refused: {body}");
+    // A request whose every span is invalid is a 400, not a partial success.
+    let mut bad = spans_to_otlp(&c.spans(1..2));
+    for rs in &mut bad.resource_spans {
+        for sp in &mut rs.scope_spans[0].spans {
+            sp.span_id = vec![0; 8];
+        }
+    }
+    let (st, body) = post("application/x-protobuf", None, bad.encode_to_vec());
+    assert_eq!(st, 400);
+    assert!(body.contains("span_id is all zeros"), "{body}");
+    // Nothing of the bad requests was stored.
+    assert_eq!(s.get_json("/api/v1/stats")["spans"], 9);
+    // Rejections are counted by reason.
+    let m = http.get(format!("{}/metrics", s.api)).send().unwrap().text().unwrap();
+    assert!(m.contains("skein_rejected_requests_total{reason=\"malformed\"}"), "{m}");
+    assert!(
+        m.contains("skein_rejected_requests_total{reason=\"too_large\"} 2"),
+        "{m}"
+    );
+}
+
+#[test]
+fn grpc_export_with_gzip_is_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("data"), &[]);
+    let c = corpus();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let endpoint = s.grpc.clone();
+    let req = spans_to_otlp(&c.spans(0..20));
+    let resp = rt.block_on(async move {
+        use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+        let mut client = TraceServiceClient::connect(endpoint)
+            .await
+            .unwrap()
+            .send_compressed(tonic::codec::CompressionEncoding::Gzip);
+        client.export(req).await.unwrap().into_inner()
+    });
+    assert!(resp.partial_success.is_none());
+    assert_eq!(read_trace_otlp(&s, &c.trace_id(7).to_hex()), sorted(c.trace(7)));
+    let m = client()
+        .get(format!("{}/metrics", s.otlp_http))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        m.contains("skein_ingest_records_total{signal=\"spans\",protocol=\"grpc\"} 200"),
+        "{m}"
+    );
+}
+
+#[test]
+fn json_span_api_health_and_graceful_shutdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut s = Server::start(&data, &[]);
+    let http = client();
+    assert_eq!(http.get(format!("{}/healthz", s.api)).send().unwrap().status(), 200);
+    assert_eq!(
+        http.get(format!("{}/readyz", s.otlp_http)).send().unwrap().status(),
+        200
+    );
+    let t0 = now_ns() - HOUR_NS / 2;
+    let body = serde_json::json!({"spans": [
+        {"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "span_id": "00f067aa0ba902b7", "name": "GET /cart",
+         "service": "checkout", "kind": "server", "start_time_unix_nano": t0, "duration_ns": 1_500_000,
+         "status": "error", "attributes": {"http.status_code": 503, "user.vip": true}},
+        {"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "span_id": "00f067aa0ba902b8", "parent_span_id": "00f067aa0ba902b7",
+         "name": "SELECT cart", "service": "db", "start_time_unix_nano": t0 + 100, "end_time_unix_nano": t0 + 900}
+    ]});
+    let r = http.post(format!("{}/api/v1/spans", s.api)).json(&body).send().unwrap();
+    assert_eq!(r.status(), 200);
+    let v: serde_json::Value = r.json().unwrap();
+    assert_eq!(v["accepted"], 2);
+    let t = s.get_json("/api/v1/traces/4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(t["span_count"], 2);
+    assert_eq!(t["error_count"], 1);
+    assert_eq!(t["spans"][0]["attributes"]["http.status_code"], 503);
+    assert_eq!(t["spans"][1]["depth"], 1);
+    // SIGTERM: exit 0, data flushed into a part, all back after restart.
+    let status = s.stop();
+    assert!(status.success(), "exit status {status}: {}", s.log_text());
+    let parts: Vec<_> = std::fs::read_dir(data.join("parts/spans")).unwrap().collect();
+    assert!(!parts.is_empty(), "shutdown flushed the hot tier to a part");
+    s.restart();
+    assert_eq!(s.get_json("/api/v1/stats")["spans"], 2);
+}
+
+#[test]
+fn a_busy_port_fails_fast_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("a"), &[]);
+    let taken = s.otlp_http.trim_start_matches("http://").to_string();
+    let out = std::process::Command::new(common::bin())
+        .args(["serve", "--data-dir"])
+        .arg(dir.path().join("b"))
+        .args(["--otlp-http-addr", &taken])
+        .args(["--otlp-grpc-addr", &format!("127.0.0.1:{}", common::free_port())])
+        .args(["--api-addr", &format!("127.0.0.1:{}", common::free_port())])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot listen on") && err.contains("--otlp-http-addr"),
+        "{err}"
+    );
+    // Same data dir: the lock names the owner.
+    let out = std::process::Command::new(common::bin())
+        .args(["serve", "--data-dir"])
+        .arg(dir.path().join("a"))
+        .args(["--otlp-http-addr", &format!("127.0.0.1:{}", common::free_port())])
+        .args(["--otlp-grpc-addr", &format!("127.0.0.1:{}", common::free_port())])
+        .args(["--api-addr", &format!("127.0.0.1:{}", common::free_port())])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("in use by another skein process") && err.contains(&s.pid().to_string()),
+        "{err}"
+    );
+}
+
+#[test]
+fn flooding_beyond_capacity_sheds_load_and_keeps_every_ack() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(
+        &dir.path().join("data"),
+        &["--max-inflight-bytes", "512KiB", "--hot-max-bytes", "4MiB"],
+    );
+    let c = Arc::new(Corpus::with_shape(4000, 10, 8, 10, now_ns()));
+    let url = format!("{}/v1/traces", s.otlp_http);
+    let acked = Arc::new(std::sync::Mutex::new(Vec::<u64>::new()));
+    let refused = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let threads: Vec<_> = (0..16)
+        .map(|w| {
+            let (c, url, acked, refused) = (c.clone(), url.clone(), acked.clone(), refused.clone());
+            std::thread::spawn(move || {
+                let http = client();
+                // 250 batches of 16 traces each, worker w takes every 16th.
+                for b in (w..250).step_by(16) {
+                    let body = spans_to_otlp(&c.spans(b * 16..(b + 1) * 16)).encode_to_vec();
+                    let r = http
+                        .post(&url)
+                        .header("content-type", "application/x-protobuf")
+                        .body(body)
+                        .send()
+                        .unwrap();
+                    match r.status().as_u16() {
+                        200 => acked.lock().unwrap().push(b),
+                        503 => {
+                            assert!(r.headers().contains_key("retry-after"));
+                            refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        other => panic!("unexpected status {other}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    assert!(
+        refused.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "the flood exceeded capacity"
+    );
+    assert!(!acked.is_empty());
+    // Still up, memory bounded, and every acknowledged span stored once.
+    assert_eq!(client().get(format!("{}/healthz", s.api)).send().unwrap().status(), 200);
+    let rss = s.peak_rss();
+    assert!(rss < 400 << 20, "peak RSS {} MiB", rss >> 20);
+    let stats = s.get_json("/api/v1/stats");
+    assert_eq!(stats["spans"].as_u64().unwrap(), acked.len() as u64 * 160);
+    for b in acked.iter().step_by(7) {
+        let t = c.trace_id(b * 16 + 5).to_hex();
+        assert_eq!(s.get_json(&format!("/api/v1/traces/{t}"))["span_count"], 10);
+    }
+}
+
+#[test]
+fn every_api_route_exists() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("data"), &[]);
+    let http = client();
+    let res = Arc::new(Resource {
+        attributes: vec![KeyValue::new("service.name", "svc")],
+        ..Default::default()
+    });
+    let _ = res;
+    let doc = s.get_json("/api/v1/openapi.json");
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        let concrete = path
+            .replace("{trace_id}", "4bf92f3577b34da6a3ce929d0e0e4736")
+            .replace("{service}", "svc");
+        for method in ops.as_object().unwrap().keys() {
+            if path.ends_with("/tail") {
+                continue; // a stream; covered by the CLI tests
+            }
+            let r = match method.as_str() {
+                "get" => http.get(format!("{}{concrete}", s.api)).send().unwrap(),
+                "post" => http
+                    .post(format!("{}{concrete}", s.api))
+                    .json(&serde_json::json!([]))
+                    .send()
+                    .unwrap(),
+                m => panic!("unexpected method {m}"),
+            };
+            let code = r.status().as_u16();
+            assert!(
+                code != 405 && (code != 404 || concrete.contains("4bf92f")),
+                "{method} {path}: {code}"
+            );
+        }
+    }
+    let r = http.get(format!("{}/api/v1/nope", s.api)).send().unwrap();
+    assert_eq!(r.status(), 404);
+    let r = http
+        .get(format!("{}/api/v1/spans?bogus=1&limit=5", s.api))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let v: serde_json::Value = r.json().unwrap();
+    assert_eq!(v["error"]["code"], "bad_request");
+    assert!(v["error"]["message"].as_str().unwrap().contains("bogus"));
+}

@@ -1,0 +1,179 @@
+//! Writes the small seed inputs in `fuzz/seeds/<target>/`:
+//! `cargo run --manifest-path fuzz/Cargo.toml --example make_seeds`.
+//!
+//! Seeds are valid inputs of each decoder, kept small (the fuzzer's default
+//! input size limit is 4 KiB) so that mutations stay cheap.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use prost::Message;
+use serde_json::json;
+use skein_engine::codec::encode_batch;
+use skein_engine::part::index::{IndexBuilder, encode};
+use skein_engine::testdata;
+use skein_engine::wal::frame::encode_header;
+use skein_model::otlp::{logs_to_otlp, metrics_to_otlp, spans_to_otlp};
+use skein_model::{LogRecord, MetricPoint, Span};
+
+fn dir(target: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds").join(target);
+    let _ = fs::remove_dir_all(&d);
+    fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write(d: &Path, name: &str, bytes: &[u8]) {
+    assert!(bytes.len() <= 4096, "{name}: {} bytes is over the 4 KiB input limit", bytes.len());
+    fs::write(d.join(name), bytes).unwrap();
+}
+
+fn prefixed(first: u8, rest: &[u8]) -> Vec<u8> {
+    let mut v = vec![first];
+    v.extend_from_slice(rest);
+    v
+}
+
+fn gz(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+fn spans() -> Vec<Span> {
+    testdata::spans(1, 3)
+}
+
+fn logs() -> Vec<LogRecord> {
+    testdata::logs(3)
+}
+
+fn points() -> Vec<MetricPoint> {
+    // One point of each metric kind.
+    testdata::metric_points(5)
+}
+
+fn main() {
+    let (spans, logs, points) = (spans(), logs(), points());
+    let (traces_req, logs_req, metrics_req) = (spans_to_otlp(&spans), logs_to_otlp(&logs), metrics_to_otlp(&points));
+
+    let d = dir("otlp_protobuf");
+    write(&d, "spans", &prefixed(0, &traces_req.encode_to_vec()));
+    write(&d, "one_span", &prefixed(0, &spans_to_otlp(&spans[..1]).encode_to_vec()));
+    write(&d, "logs", &prefixed(1, &logs_req.encode_to_vec()));
+    write(&d, "metrics", &prefixed(2, &metrics_req.encode_to_vec()));
+    for (i, p) in points.iter().enumerate() {
+        write(
+            &d,
+            &format!("metric_kind_{i}"),
+            &prefixed(2, &metrics_to_otlp(std::slice::from_ref(p)).encode_to_vec()),
+        );
+    }
+
+    let d = dir("otlp_json");
+    write(&d, "spans.json", &serde_json::to_vec(&spans_to_otlp(&spans[..2])).unwrap());
+    write(&d, "logs.json", &serde_json::to_vec(&logs_req).unwrap());
+    write(&d, "metrics.json", &serde_json::to_vec(&metrics_req).unwrap());
+    write(
+        &d,
+        "lenient.json",
+        br#"{"resource_spans":[{"scope_spans":[{"spans":[{"trace_id":"4BF92F3577B34DA6A3CE929D0E0E4736",
+"span_id":"00f067aa0ba902b7","name":"x","kind":"SPAN_KIND_SERVER","start_time_unix_nano":1,
+"end_time_unix_nano":"2","status":{"code":2},"attributes":[{"key":"d","value":{"doubleValue":"NaN"}}]}]}]}]}"#,
+    );
+
+    let d = dir("json_span_api");
+    write(
+        &d,
+        "doc_example.json",
+        br#"[{"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "span_id": "00f067aa0ba902b7",
+  "parent_span_id": null, "name": "GET /cart", "service": "checkout",
+  "kind": "server", "start_time_unix_nano": 1700000000000000000,
+  "duration_ns": 1200000, "status": "ok",
+  "attributes": {"http.status_code": 200}, "resource": {"host.name": "a"},
+  "events": [{"name": "retry", "time_unix_nano": 1700000000000500000}]}]"#,
+    );
+    let api_spans: Vec<_> = spans
+        .iter()
+        .map(|s| {
+            json!({
+                "trace_id": s.trace_id.to_string(),
+                "span_id": s.span_id.to_string(),
+                "parent_span_id": s.parent_span_id.map(|p| p.to_string()),
+                "name": s.name,
+                "service": s.service_name(),
+                "kind": s.kind as i32,
+                "start_time_unix_nano": s.start_time_unix_nano.to_string(),
+                "end_time_unix_nano": s.end_time_unix_nano,
+                "status": {"code": "error", "message": "boom"},
+                "scope": {"name": "lib", "version": "1.0"},
+                "attributes": {"n": 1, "f": 0.5, "b": true, "list": ["a", 1]},
+                "links": [{"trace_id": s.trace_id.to_string(), "span_id": s.span_id.to_string(), "trace_state": "k=v"}],
+            })
+        })
+        .collect();
+    write(&d, "spans_object.json", json!({ "spans": api_spans }).to_string().as_bytes());
+
+    let d = dir("gzip");
+    let body = traces_req.encode_to_vec();
+    write(&d, "fits", &prefixed(255, &gz(&body)));
+    write(&d, "too_large", &prefixed(1, &gz(&body)));
+    write(&d, "empty", &prefixed(0, &gz(b"")));
+    let mut two = gz(b"first member ");
+    two.extend_from_slice(&gz(b"second member"));
+    write(&d, "multi_member", &prefixed(8, &two));
+    write(&d, "bomb", &prefixed(16, &gz(&[0u8; 65536])));
+
+    let d = dir("wal_frames");
+    let frame = |p: &[u8]| {
+        let mut v = encode_header(p).to_vec();
+        v.extend_from_slice(p);
+        v
+    };
+    let mut log: Vec<u8> = [&b"one"[..], b"two frames", &[7u8; 40]].iter().flat_map(|p| frame(p)).collect();
+    write(&d, "clean", &log);
+    write(&d, "torn", &log[..log.len() - 5]);
+    let mut zero_fill = log.clone();
+    zero_fill.extend_from_slice(&[0; 24]);
+    write(&d, "zero_fill", &zero_fill);
+    log[HEADER + 1] ^= 0x40;
+    write(&d, "corrupt", &log);
+
+    let d = dir("wal_batch");
+    let batches = [
+        (0u8, encode_batch(&spans).unwrap()),
+        (1, encode_batch(&logs).unwrap()),
+        (2, encode_batch(&points).unwrap()),
+    ];
+    for (sel, batch) in &batches {
+        write(&d, &format!("batch_{sel}"), &prefixed(*sel, batch));
+        // The postcard bytes inside, for the mode that compresses them here.
+        let raw = zstd::bulk::decompress(batch, 1 << 20).unwrap();
+        write(&d, &format!("raw_{sel}"), &prefixed(sel | 0x80, &raw));
+    }
+
+    let d = dir("part_index");
+    let mut spans_ix = IndexBuilder::default();
+    for s in &spans {
+        spans_ix.add(s, |b| b.span_stats(s));
+    }
+    let mut logs_ix = IndexBuilder::default();
+    for l in &logs {
+        logs_ix.add(l, |b| b.log_stats(l));
+    }
+    let mut points_ix = IndexBuilder::default();
+    for p in &points {
+        points_ix.add(p, |b| b.metric_stats(p));
+    }
+    for (name, ix) in [("spans", spans_ix), ("logs", logs_ix), ("metrics", points_ix)] {
+        let file = encode(&ix.finish()).unwrap();
+        write(&d, &format!("{name}_file"), &prefixed(0, &file));
+        let body = &file[16..];
+        write(&d, &format!("{name}_zstd"), &prefixed(1, body));
+        let raw = zstd::bulk::decompress(body, 1 << 20).unwrap();
+        write(&d, &format!("{name}_raw"), &prefixed(2, &raw));
+    }
+}
+
+const HEADER: usize = skein_engine::wal::frame::HEADER_LEN;
