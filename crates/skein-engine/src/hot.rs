@@ -6,11 +6,11 @@
 //! whatever order concurrent ingests apply in); the old row is marked dead
 //! and skipped by every read.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use roaring::RoaringBitmap;
 
+use crate::hash::FastMap;
 use crate::record::{Record, RecordKey};
 use crate::terms::{IndexTerm, Term};
 
@@ -18,9 +18,9 @@ pub struct MemTable<R> {
     rows: Vec<Arc<R>>,
     seqs: Vec<u64>,
     dead: RoaringBitmap,
-    keys: HashMap<RecordKey, u32>,
-    traces: HashMap<u128, Vec<u32>>,
-    postings: HashMap<Term, RoaringBitmap>,
+    keys: FastMap<RecordKey, u32>,
+    traces: FastMap<u128, Vec<u32>>,
+    postings: FastMap<Term, RoaringBitmap>,
     bytes: usize,
     min_time: u64,
     max_time: u64,
@@ -34,9 +34,9 @@ impl<R> Default for MemTable<R> {
             rows: Vec::new(),
             seqs: Vec::new(),
             dead: RoaringBitmap::new(),
-            keys: HashMap::new(),
-            traces: HashMap::new(),
-            postings: HashMap::new(),
+            keys: FastMap::default(),
+            traces: FastMap::default(),
+            postings: FastMap::default(),
             bytes: 0,
             min_time: u64::MAX,
             max_time: 0,

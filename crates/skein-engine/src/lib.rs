@@ -14,6 +14,7 @@ pub mod codec;
 pub mod engine;
 pub mod error;
 pub mod fsutil;
+pub mod hash;
 pub mod hot;
 pub mod part;
 pub mod query;

@@ -6,7 +6,7 @@
 //! decoded record, so a collision can never change an answer.
 
 use skein_model::AnyValue;
-use xxhash_rust::xxh3::Xxh3;
+use xxhash_rust::xxh3::xxh3_64;
 
 pub type Term = u64;
 
@@ -35,13 +35,21 @@ impl AttrScope {
 pub const MAX_INDEXED_VALUE_LEN: usize = 256;
 
 fn hash_parts(tag: u8, parts: &[&[u8]]) -> Term {
-    let mut h = Xxh3::new();
-    h.update(&[tag]);
-    for p in parts {
-        h.update(&(p.len() as u32).to_le_bytes());
-        h.update(p);
+    // One-shot hashing of a reused buffer: far cheaper than a streaming
+    // hasher for inputs this short.
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
-    h.digest()
+    BUF.with(|b| {
+        let mut b = b.borrow_mut();
+        b.clear();
+        b.push(tag);
+        for p in parts {
+            b.extend_from_slice(&(p.len() as u32).to_le_bytes());
+            b.extend_from_slice(p);
+        }
+        xxh3_64(&b)
+    })
 }
 
 pub fn service(name: &str) -> Term {
@@ -76,16 +84,18 @@ pub fn attr_eq(scope: AttrScope, key: &str, value: &AnyValue) -> Option<Term> {
         AnyValue::Str(s) if s.len() <= MAX_INDEXED_VALUE_LEN => (b's', s.as_bytes().into()),
         AnyValue::Int(i) => (b'i', i.to_le_bytes().to_vec().into()),
         AnyValue::Bool(b) => (b'b', vec![*b as u8].into()),
-        // Doubles index by bit pattern, matching AnyValue::query_eq except
-        // for -0.0 == 0.0, which is normalised here.
-        AnyValue::Double(d) => (
-            b'd',
-            (if *d == 0.0 { 0.0f64 } else { *d })
-                .to_bits()
-                .to_le_bytes()
-                .to_vec()
-                .into(),
-        ),
+        // Doubles index by bit pattern after the normalisations that make
+        // AnyValue::query_eq equal: -0.0 == 0.0, and every NaN is one NaN.
+        AnyValue::Double(d) => {
+            let d = if *d == 0.0 {
+                0.0f64
+            } else if d.is_nan() {
+                f64::NAN
+            } else {
+                *d
+            };
+            (b'd', d.to_bits().to_le_bytes().to_vec().into())
+        }
         _ => return None,
     };
     Some(hash_parts(b'a', &[&[scope.tag()], key.as_bytes(), &[type_tag], &bytes]))

@@ -69,11 +69,11 @@ impl AnyValue {
         }
     }
 
-    /// Typed equality used by queries: doubles compare by bits so that NaN
-    /// equals NaN (a stored NaN can be searched for), everything else by value.
+    /// Typed equality used by queries: any NaN equals any NaN (a stored NaN
+    /// can be searched for), everything else by value.
     pub fn query_eq(&self, other: &AnyValue) -> bool {
         match (self, other) {
-            (AnyValue::Double(a), AnyValue::Double(b)) => a.to_bits() == b.to_bits() || a == b,
+            (AnyValue::Double(a), AnyValue::Double(b)) => (a.is_nan() && b.is_nan()) || a == b,
             (a, b) => a == b,
         }
     }

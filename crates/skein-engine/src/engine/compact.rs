@@ -38,6 +38,10 @@ pub struct CompactionOptions {
     pub max_part_rows: u64,
     /// After this long without ingest, all adjacent small parts are merged.
     pub idle_after: Duration,
+    /// While ingest is busy, merges wait until a signal has this many parts:
+    /// compaction then never competes with ingest for CPU unless reads
+    /// would otherwise fan out over too many parts.
+    pub busy_max_parts: usize,
 }
 
 impl Default for CompactionOptions {
@@ -47,6 +51,7 @@ impl Default for CompactionOptions {
             fanout: 4,
             max_part_rows: 20_000_000,
             idle_after: Duration::from_secs(5),
+            busy_max_parts: 12,
         }
     }
 }
@@ -102,6 +107,9 @@ impl Inner {
                     return Ok(merges);
                 }
                 let parts = self.state.read().parts(sig).clone();
+                if !settle && parts.len() < self.opts.compaction.busy_max_parts {
+                    continue;
+                }
                 let Some(run) = pick(&parts, &self.opts.compaction, settle) else {
                     continue;
                 };

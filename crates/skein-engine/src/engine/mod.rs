@@ -338,7 +338,8 @@ impl Inner {
         }
         let mut report = IngestReport::default();
         let mut accepted = Vec::with_capacity(records.len());
-        for (i, r) in records.into_iter().enumerate() {
+        for (i, mut r) in records.into_iter().enumerate() {
+            crate::validate::Normalize::normalize(&mut r);
             match r.validate(&self.opts.limits) {
                 Ok(()) => accepted.push(r),
                 Err(e) => {
@@ -464,7 +465,14 @@ impl Inner {
             created_unix_ms: 0,
         };
         drop(table);
-        let mut w = PartWriter::<R>::new(self.store.clone(), meta, &self.opts.writer)?;
+        let mut w = PartWriter::<R>::new(
+            self.store.clone(),
+            meta,
+            &WriterOptions {
+                zstd_level: self.opts.writer.flush_zstd_level,
+                ..self.opts.writer.clone()
+            },
+        )?;
         for r in rows {
             w.push(r)?;
         }

@@ -67,7 +67,7 @@ pub struct State {
 }
 
 /// A record type the engine stores: ties it to its memtable and parts.
-pub trait Stored: Columnar + Validate {
+pub trait Stored: Columnar + Validate + crate::validate::Normalize {
     fn table(t: &Tier) -> &Arc<RwLock<MemTable<Self>>>;
 }
 

@@ -106,7 +106,7 @@ pub struct PartStats {
 #[derive(Debug, Default)]
 pub struct PartIndex {
     pub traces: TraceIndex,
-    pub postings: HashMap<Term, RoaringBitmap>,
+    pub postings: crate::hash::FastMap<Term, RoaringBitmap>,
     /// Attribute keys (their exists-terms) with too many distinct values in
     /// this part to index: equality on them scans.
     pub unindexed_keys: HashSet<Term>,
@@ -145,12 +145,13 @@ impl PartIndex {
 pub struct IndexBuilder {
     rows: u32,
     trace_pairs: Vec<(u128, u32)>,
-    postings: HashMap<Term, RoaringBitmap>,
-    values_per_key: HashMap<Term, HashSet<Term>>,
+    postings: crate::hash::FastMap<Term, RoaringBitmap>,
+    values_per_key: crate::hash::FastMap<Term, crate::hash::FastSet<Term>>,
     time_marks: Vec<u64>,
     terms_buf: Vec<IndexTerm>,
-    ops: HashMap<(String, String), OpStats>,
-    service_traces: HashMap<String, HashSet<u128>>,
+    /// service → span name → stats (nested: lookups by `&str` never allocate).
+    ops: HashMap<String, HashMap<String, OpStats>>,
+    service_traces: HashMap<String, crate::hash::FastSet<u128>>,
     log_counts: HashMap<(String, i32), u64>,
     series: HashSet<u64>,
     metric_names: HashMap<String, u64>,
@@ -187,12 +188,23 @@ impl IndexBuilder {
     }
 
     pub fn span_stats(&mut self, s: &skein_model::Span) {
-        let key = (s.service_name().to_string(), s.name.clone());
-        let op = self.ops.entry(key).or_insert_with(|| OpStats {
-            service: s.service_name().to_string(),
-            name: s.name.clone(),
-            ..Default::default()
-        });
+        let service = s.service_name();
+        if !self.ops.contains_key(service) {
+            self.ops.insert(service.to_string(), HashMap::new());
+            self.service_traces.insert(service.to_string(), Default::default());
+        }
+        let by_name = self.ops.get_mut(service).expect("inserted above");
+        if !by_name.contains_key(&s.name) {
+            by_name.insert(
+                s.name.clone(),
+                OpStats {
+                    service: service.to_string(),
+                    name: s.name.clone(),
+                    ..Default::default()
+                },
+            );
+        }
+        let op = by_name.get_mut(&s.name).expect("inserted above");
         op.count += 1;
         if s.is_error() {
             op.errors += 1;
@@ -201,11 +213,8 @@ impl IndexBuilder {
             op.roots += 1;
         }
         op.durations.add(s.duration_ns());
-        if let Some(set) = self.service_traces.get_mut(s.service_name()) {
+        if let Some(set) = self.service_traces.get_mut(service) {
             set.insert(s.trace_id.as_u128());
-        } else {
-            self.service_traces
-                .insert(s.service_name().to_string(), HashSet::from([s.trace_id.as_u128()]));
         }
     }
 
@@ -236,7 +245,7 @@ impl IndexBuilder {
                 }
             }
         }
-        let mut ops: Vec<OpStats> = self.ops.into_values().collect();
+        let mut ops: Vec<OpStats> = self.ops.into_values().flat_map(|m| m.into_values()).collect();
         ops.sort_by(|a, b| (&a.service, &a.name).cmp(&(&b.service, &b.name)));
         let mut services: Vec<ServiceStats> = self
             .service_traces
@@ -325,7 +334,7 @@ pub fn decode(bytes: &[u8]) -> Result<PartIndex> {
     }
     let raw = zstd::bulk::decompress(body, 1 << 31).map_err(|e| bad(&e.to_string()))?;
     let wire: Wire = postcard::from_bytes(&raw).map_err(|e| bad(&e.to_string()))?;
-    let mut postings = HashMap::with_capacity(wire.postings.len());
+    let mut postings = crate::hash::FastMap::with_capacity_and_hasher(wire.postings.len(), Default::default());
     for (t, b) in wire.postings {
         let bitmap = RoaringBitmap::deserialize_from(Cursor::new(b)).map_err(|e| bad(&e.to_string()))?;
         postings.insert(t, bitmap);

@@ -24,6 +24,9 @@ pub struct WriterOptions {
     /// Rows per data page: the unit a point read decodes.
     pub page_rows: usize,
     pub zstd_level: i32,
+    /// zstd level of parts written by flushes, which compaction rewrites
+    /// soon: fast rather than small.
+    pub flush_zstd_level: i32,
 }
 
 impl Default for WriterOptions {
@@ -32,6 +35,7 @@ impl Default for WriterOptions {
             row_group_rows: 128 * 1024,
             page_rows: 1024,
             zstd_level: 3,
+            flush_zstd_level: 1,
         }
     }
 }

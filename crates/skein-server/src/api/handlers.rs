@@ -108,23 +108,29 @@ pub async fn list_traces(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult 
         };
         let mut query = query.clone();
         query.limit = (want * 4).max(100);
+        // The cursor after the last listed trace, offered only once one more
+        // trace is known to follow (no empty last page).
+        let mut candidate = None;
         let mut next = None;
         let mut last_explain: Option<skein_engine::Explain>;
         'pages: loop {
             let r = e.search_spans(&query)?;
             for s in &r.records {
                 if seen.insert(s.trace_id) && !listed_before(s.trace_id)? {
+                    if ids.len() == want {
+                        next = candidate;
+                        last_explain = Some(r.explain);
+                        break 'pages;
+                    }
                     ids.push(s.trace_id);
                     if ids.len() == want {
-                        next = Some(Cursor {
+                        candidate = Some(Cursor {
                             time: s.start_time_unix_nano,
                             key: skein_engine::RecordKey {
                                 hi: s.trace_id.as_u128(),
                                 lo: s.span_id.as_u64(),
                             },
                         });
-                        last_explain = Some(r.explain);
-                        break 'pages;
                     }
                 }
             }
@@ -138,7 +144,7 @@ pub async fn list_traces(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult 
             .iter()
             .map(|t| e.get_trace(*t).map(|r| views::trace_summary(&r.spans)))
             .collect::<Result<_, _>>()?;
-        let mut v = json!({"traces": traces, "next_cursor": next.filter(|_| ids.len() == want).map(|c| c.to_string())});
+        let mut v = json!({"traces": traces, "next_cursor": next.map(|c: Cursor| c.to_string())});
         if let Some(ex) = last_explain {
             v = with_explain(v, explain, &ex);
         }
