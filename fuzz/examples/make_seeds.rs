@@ -25,7 +25,11 @@ fn dir(target: &str) -> PathBuf {
 }
 
 fn write(d: &Path, name: &str, bytes: &[u8]) {
-    assert!(bytes.len() <= 4096, "{name}: {} bytes is over the 4 KiB input limit", bytes.len());
+    assert!(
+        bytes.len() <= 4096,
+        "{name}: {} bytes is over the 4 KiB input limit",
+        bytes.len()
+    );
     fs::write(d.join(name), bytes).unwrap();
 }
 
@@ -60,7 +64,11 @@ fn main() {
 
     let d = dir("otlp_protobuf");
     write(&d, "spans", &prefixed(0, &traces_req.encode_to_vec()));
-    write(&d, "one_span", &prefixed(0, &spans_to_otlp(&spans[..1]).encode_to_vec()));
+    write(
+        &d,
+        "one_span",
+        &prefixed(0, &spans_to_otlp(&spans[..1]).encode_to_vec()),
+    );
     write(&d, "logs", &prefixed(1, &logs_req.encode_to_vec()));
     write(&d, "metrics", &prefixed(2, &metrics_req.encode_to_vec()));
     for (i, p) in points.iter().enumerate() {
@@ -72,7 +80,11 @@ fn main() {
     }
 
     let d = dir("otlp_json");
-    write(&d, "spans.json", &serde_json::to_vec(&spans_to_otlp(&spans[..2])).unwrap());
+    write(
+        &d,
+        "spans.json",
+        &serde_json::to_vec(&spans_to_otlp(&spans[..2])).unwrap(),
+    );
     write(&d, "logs.json", &serde_json::to_vec(&logs_req).unwrap());
     write(&d, "metrics.json", &serde_json::to_vec(&metrics_req).unwrap());
     write(
@@ -113,7 +125,11 @@ fn main() {
             })
         })
         .collect();
-    write(&d, "spans_object.json", json!({ "spans": api_spans }).to_string().as_bytes());
+    write(
+        &d,
+        "spans_object.json",
+        json!({ "spans": api_spans }).to_string().as_bytes(),
+    );
 
     let d = dir("gzip");
     let body = traces_req.encode_to_vec();
@@ -131,7 +147,10 @@ fn main() {
         v.extend_from_slice(p);
         v
     };
-    let mut log: Vec<u8> = [&b"one"[..], b"two frames", &[7u8; 40]].iter().flat_map(|p| frame(p)).collect();
+    let mut log: Vec<u8> = [&b"one"[..], b"two frames", &[7u8; 40]]
+        .iter()
+        .flat_map(|p| frame(p))
+        .collect();
     write(&d, "clean", &log);
     write(&d, "torn", &log[..log.len() - 5]);
     let mut zero_fill = log.clone();

@@ -15,7 +15,11 @@ fuzz_target!(|data: &[u8]| {
     let limit = limit as usize * 64;
     let capped = gunzip(gz, limit);
     if let Ok(out) = &capped {
-        assert!(out.len() <= limit, "gunzip returned {} bytes over a {limit} limit", out.len());
+        assert!(
+            out.len() <= limit,
+            "gunzip returned {} bytes over a {limit} limit",
+            out.len()
+        );
     }
     // The cap only ever turns a success into TooLarge.
     match (&capped, gunzip(gz, GENEROUS)) {

@@ -6,7 +6,9 @@ use serde_json::Value;
 use skein_fuzz::{check_outcome, check_records};
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(decoded) = skein_server::json_api::parse(data) else { return };
+    let Ok(decoded) = skein_server::json_api::parse(data) else {
+        return;
+    };
     // The body parsed, so it is an array of spans or {"spans": [...]}.
     let submitted = match serde_json::from_slice::<Value>(data) {
         Ok(Value::Array(a)) => a.len(),

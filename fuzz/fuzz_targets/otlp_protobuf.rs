@@ -15,7 +15,9 @@ fn run<T: OtlpSignal>(body: &[u8]) {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&signal, body)) = data.split_first() else { return };
+    let Some((&signal, body)) = data.split_first() else {
+        return;
+    };
     match signal % 3 {
         0 => run::<Span>(body),
         1 => run::<LogRecord>(body),

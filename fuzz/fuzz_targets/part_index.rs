@@ -33,11 +33,16 @@ fn exercise(ix: &PartIndex) -> String {
     postings.sort_unstable();
     let mut unindexed: Vec<_> = ix.unindexed_keys.iter().copied().collect();
     unindexed.sort_unstable();
-    format!("{:?} {postings:?} {unindexed:?} {:?} {:?}", ix.traces, ix.time_marks, ix.stats)
+    format!(
+        "{:?} {postings:?} {unindexed:?} {:?} {:?}",
+        ix.traces, ix.time_marks, ix.stats
+    )
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&mode, rest)) = data.split_first() else { return };
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
     let file = match mode % 3 {
         0 => rest.to_vec(),
         1 => framed(rest),

@@ -19,7 +19,11 @@ fn run<R: Record>(body: &[u8]) {
         r.index_terms(&mut terms);
     }
     let again: Vec<R> = decode_batch(&encode_batch(&records).expect("decoded records encode")).expect("re-decode");
-    assert_eq!(format!("{again:?}"), format!("{records:?}"), "batch round trip changed the records");
+    assert_eq!(
+        format!("{again:?}"),
+        format!("{records:?}"),
+        "batch round trip changed the records"
+    );
 }
 
 fuzz_target!(|data: &[u8]| {

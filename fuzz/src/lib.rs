@@ -154,7 +154,12 @@ pub fn check_records<T: OtlpSignal>(records: &[T]) {
     }
     let req = T::to_otlp(records);
     let again = T::from_otlp(req.clone());
-    assert_eq!(again.rejected, 0, "re-encoded records were rejected: {}", again.error_message());
+    assert_eq!(
+        again.rejected,
+        0,
+        "re-encoded records were rejected: {}",
+        again.error_message()
+    );
     // `Debug` rather than `==`, so that NaN equals itself.
     assert_eq!(
         format!("{:?}", again.records),
@@ -162,10 +167,19 @@ pub fn check_records<T: OtlpSignal>(records: &[T]) {
         "model -> OTLP -> model changed the records"
     );
     let bytes = req.encode_to_vec();
-    assert_eq!(T::to_otlp(&again.records).encode_to_vec(), bytes, "re-encoding is not stable");
+    assert_eq!(
+        T::to_otlp(&again.records).encode_to_vec(),
+        bytes,
+        "re-encoding is not stable"
+    );
     let from_bytes = T::Request::decode(&bytes[..]).expect("an encoded request decodes");
     let d = T::from_otlp(from_bytes);
-    assert_eq!(d.rejected, 0, "records rejected after a protobuf round trip: {}", d.error_message());
+    assert_eq!(
+        d.rejected,
+        0,
+        "records rejected after a protobuf round trip: {}",
+        d.error_message()
+    );
     assert_eq!(d.records.len(), records.len());
 }
 

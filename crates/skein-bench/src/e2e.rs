@@ -317,7 +317,8 @@ fn wait_settled(server: &SkeinProcess) -> Result<Value, String> {
             s["compactions"].as_u64().unwrap_or(0),
             s["flushes"].as_u64().unwrap_or(0),
         );
-        if now != last {
+        let busy = s["compacting"].as_bool().unwrap_or(false) || s["frozen_tiers"].as_u64().unwrap_or(0) > 0;
+        if now != last || busy {
             last = now;
             stable_since = Instant::now();
         } else if stable_since.elapsed() >= Duration::from_secs(8) || Instant::now() > deadline {

@@ -88,14 +88,31 @@ fn codec_batch(c: &mut Criterion) {
     g.bench_function("decode_1000_spans", |b| {
         b.iter(|| codec::decode_batch::<Span>(&bytes).unwrap())
     });
-    let req = skein_model::otlp::spans_to_otlp(&spans);
+    // As SDKs and collectors send them: one envelope per resource.
+    let mut grouped = spans.clone();
+    grouped.sort_by(|a, b| a.service_name().cmp(b.service_name()));
+    let req = skein_model::otlp::spans_to_otlp(&grouped);
     let pb = prost::Message::encode_to_vec(&req);
-    g.bench_function("otlp_protobuf_decode_convert_1000_spans", |b| {
-        b.iter(|| {
-            let r: skein_model::otlp::proto::collector::trace::v1::ExportTraceServiceRequest =
-                prost::Message::decode(pb.as_slice()).unwrap();
-            skein_model::otlp::spans_from_otlp(r)
-        })
+    type Req = skein_model::otlp::proto::collector::trace::v1::ExportTraceServiceRequest;
+    g.bench_function("otlp_protobuf_decode_1000_spans", |b| {
+        b.iter(|| <Req as prost::Message>::decode(pb.as_slice()).unwrap())
+    });
+    g.bench_function("otlp_convert_1000_spans", |b| {
+        b.iter_batched(
+            || <Req as prost::Message>::decode(pb.as_slice()).unwrap(),
+            skein_model::otlp::spans_from_otlp,
+            BatchSize::SmallInput,
+        )
+    });
+    g.bench_function("memtable_insert_1000_spans", |b| {
+        b.iter_batched(
+            || (skein_engine::hot::MemTable::<Span>::default(), grouped.clone()),
+            |(mut m, s)| {
+                m.insert(s, 1);
+                m
+            },
+            BatchSize::SmallInput,
+        )
     });
     g.finish();
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use roaring::RoaringBitmap;
 
 use crate::hash::FastMap;
-use crate::record::{Record, RecordKey};
+use crate::record::{Record, RecordKey, TermCache};
 use crate::terms::{IndexTerm, Term};
 
 pub struct MemTable<R> {
@@ -26,6 +26,7 @@ pub struct MemTable<R> {
     max_time: u64,
     max_seq: u64,
     terms_buf: Vec<IndexTerm>,
+    term_cache: TermCache,
 }
 
 impl<R> Default for MemTable<R> {
@@ -42,6 +43,7 @@ impl<R> Default for MemTable<R> {
             max_time: 0,
             max_seq: 0,
             terms_buf: Vec::new(),
+            term_cache: TermCache::default(),
         }
     }
 }
@@ -72,7 +74,7 @@ impl<R: Record> MemTable<R> {
         }
         let mut terms = std::mem::take(&mut self.terms_buf);
         terms.clear();
-        r.index_terms(&mut terms);
+        self.term_cache.terms(&r, &mut terms);
         for t in &terms {
             self.postings.entry(t.term).or_default().insert(row);
         }
@@ -124,6 +126,11 @@ impl<R: Record> MemTable<R> {
 
     pub fn trace_rows(&self, trace: u128) -> &[u32] {
         self.traces.get(&trace).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Every trace with its rows (dead rows included).
+    pub fn traces(&self) -> impl Iterator<Item = (&u128, &Vec<u32>)> {
+        self.traces.iter()
     }
 
     pub fn contains_key(&self, key: &RecordKey) -> bool {

@@ -67,17 +67,54 @@ pub trait Record: Clone + Send + Sync + Serialize + DeserializeOwned + std::fmt:
     /// Sets the shared parts after decoding a wire batch.
     fn attach(&mut self, resource: Arc<Resource>, scope: Arc<Scope>, metric: Option<Arc<MetricDesc>>);
     fn approx_size(&self) -> usize;
-    /// Terms for the postings index.
-    fn index_terms(&self, out: &mut Vec<IndexTerm>);
+    /// Terms of the record itself (not of its shared resource).
+    fn own_terms(&self, out: &mut Vec<IndexTerm>);
+
+    /// Terms for the postings index: the resource's, then the record's.
+    fn index_terms(&self, out: &mut Vec<IndexTerm>) {
+        resource_terms(self.resource(), out);
+        self.own_terms(out);
+    }
 
     fn service_name(&self) -> &str {
         self.resource().service_name()
     }
 }
 
-fn common_terms(service: &str, resource: &Resource, out: &mut Vec<IndexTerm>) {
-    terms::plain(terms::service(service), out);
+/// Terms that depend only on the resource (the service and resource
+/// attributes): shared by every record of a batch, so computed once each
+/// through [`TermCache`].
+pub fn resource_terms(resource: &Resource, out: &mut Vec<IndexTerm>) {
+    terms::plain(terms::service(resource.service_name()), out);
     terms::attr_terms(AttrScope::Resource, &resource.attributes, out);
+}
+
+/// Remembers the resource terms of recently seen resources (by `Arc`), so a
+/// batch of records from one resource hashes its attributes once.
+#[derive(Default)]
+pub struct TermCache {
+    by_resource: crate::hash::FastMap<usize, (Arc<Resource>, Vec<IndexTerm>)>,
+}
+
+impl TermCache {
+    /// Appends every index term of `r` to `out`.
+    pub fn terms<R: Record>(&mut self, r: &R, out: &mut Vec<IndexTerm>) {
+        let res = r.resource();
+        let ptr = Arc::as_ptr(res) as usize;
+        if let Some((_, cached)) = self.by_resource.get(&ptr) {
+            out.extend_from_slice(cached);
+        } else {
+            if self.by_resource.len() >= 4096 {
+                self.by_resource.clear();
+            }
+            let mut terms = Vec::new();
+            resource_terms(res, &mut terms);
+            out.extend_from_slice(&terms);
+            // Holding the Arc keeps the pointer from being reused.
+            self.by_resource.insert(ptr, (res.clone(), terms));
+        }
+        r.own_terms(out);
+    }
 }
 
 impl Record for Span {
@@ -108,8 +145,7 @@ impl Record for Span {
     fn approx_size(&self) -> usize {
         Span::approx_size(self)
     }
-    fn index_terms(&self, out: &mut Vec<IndexTerm>) {
-        common_terms(self.service_name(), &self.resource, out);
+    fn own_terms(&self, out: &mut Vec<IndexTerm>) {
         terms::plain(terms::name(&self.name), out);
         terms::plain(terms::kind(self.kind as u8), out);
         terms::plain(terms::status(self.status.code as u8), out);
@@ -180,8 +216,7 @@ impl Record for LogRecord {
     fn approx_size(&self) -> usize {
         LogRecord::approx_size(self)
     }
-    fn index_terms(&self, out: &mut Vec<IndexTerm>) {
-        common_terms(self.service_name(), &self.resource, out);
+    fn own_terms(&self, out: &mut Vec<IndexTerm>) {
         terms::plain(terms::severity(self.severity_number), out);
         if !self.event_name.is_empty() {
             terms::plain(terms::name(&self.event_name), out);
@@ -221,8 +256,7 @@ impl Record for MetricPoint {
     fn approx_size(&self) -> usize {
         MetricPoint::approx_size(self)
     }
-    fn index_terms(&self, out: &mut Vec<IndexTerm>) {
-        common_terms(self.service_name(), &self.resource, out);
+    fn own_terms(&self, out: &mut Vec<IndexTerm>) {
         terms::plain(terms::name(&self.metric.name), out);
         terms::attr_terms(AttrScope::Record, &self.attributes, out);
     }

@@ -184,11 +184,19 @@ impl Normalize for MetricPoint {
             PointValue::Number(Some(n)) => num(n),
             PointValue::Number(None) => {}
             PointValue::Histogram(h) => {
-                h.sum.iter_mut().chain(h.min.iter_mut()).chain(h.max.iter_mut()).for_each(canonical_nan);
+                h.sum
+                    .iter_mut()
+                    .chain(h.min.iter_mut())
+                    .chain(h.max.iter_mut())
+                    .for_each(canonical_nan);
                 h.explicit_bounds.iter_mut().for_each(canonical_nan);
             }
             PointValue::ExponentialHistogram(h) => {
-                h.sum.iter_mut().chain(h.min.iter_mut()).chain(h.max.iter_mut()).for_each(canonical_nan);
+                h.sum
+                    .iter_mut()
+                    .chain(h.min.iter_mut())
+                    .chain(h.max.iter_mut())
+                    .for_each(canonical_nan);
                 canonical_nan(&mut h.zero_threshold);
             }
             PointValue::Summary(s) => {

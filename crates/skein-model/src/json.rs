@@ -209,6 +209,101 @@ impl Serialize for OtlpScope<'_> {
     }
 }
 
+/// Appends `s` as a JSON string literal (the escaping serde_json uses).
+pub fn push_json_str(out: &mut String, s: &str) {
+    out.push('"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc: &str = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[start..i]);
+        if esc.is_empty() {
+            out.push_str(&format!("\\u{b:04x}"));
+        } else {
+            out.push_str(esc);
+        }
+        start = i + 1;
+    }
+    out.push_str(&s[start..]);
+    out.push('"');
+}
+
+fn push_value(out: &mut String, v: &AnyValue) {
+    match v {
+        AnyValue::Empty => out.push_str("{}"),
+        AnyValue::Str(s) => {
+            out.push_str("{\"stringValue\":");
+            push_json_str(out, s);
+            out.push('}');
+        }
+        AnyValue::Bool(b) => out.push_str(if *b { "{\"boolValue\":true}" } else { "{\"boolValue\":false}" }),
+        AnyValue::Int(i) => {
+            out.push_str("{\"intValue\":\"");
+            out.push_str(&i.to_string());
+            out.push_str("\"}");
+        }
+        AnyValue::Double(d) => {
+            out.push_str("{\"doubleValue\":");
+            out.push_str(&double_json(*d).to_string());
+            out.push('}');
+        }
+        AnyValue::Bytes(b) => {
+            out.push_str("{\"bytesValue\":\"");
+            out.push_str(&B64.encode(b));
+            out.push_str("\"}");
+        }
+        AnyValue::Array(a) => {
+            out.push_str("{\"arrayValue\":{\"values\":[");
+            for (i, v) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                push_value(out, v);
+            }
+            out.push_str("]}}");
+        }
+        AnyValue::Map(m) => {
+            out.push_str("{\"kvlistValue\":{\"values\":");
+            push_attrs(out, m);
+            out.push_str("}}");
+        }
+    }
+}
+
+fn push_attrs(out: &mut String, attrs: &[KeyValue]) {
+    out.push('[');
+    for (i, kv) in attrs.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"key\":");
+        push_json_str(out, &kv.key);
+        out.push_str(",\"value\":");
+        push_value(out, &kv.value);
+        out.push('}');
+    }
+    out.push(']');
+}
+
+/// An attribute list in the OTLP/JSON mapping, written directly (the same
+/// text as serializing [`OtlpAttrs`], several times faster: it is on the
+/// flush path of every part).
+pub fn attrs_to_json_string(attrs: &[KeyValue]) -> String {
+    let mut out = String::with_capacity(48 * attrs.len() + 2);
+    push_attrs(&mut out, attrs);
+    out
+}
+
 /// Serializes any of the wrappers above to a JSON string.
 pub fn to_json_string<T: Serialize>(v: &T) -> String {
     // Serializing these types cannot fail: keys are strings, no I/O.
@@ -509,5 +604,34 @@ mod tests {
         assert!(err.to_string().starts_with("intValue"), "{err}");
         let err = attrs_from_json(&serde_json::json!([{"value": {}}])).unwrap_err();
         assert!(err.to_string().contains("string key"), "{err}");
+    }
+
+    use proptest::prelude::*;
+
+    fn value() -> impl Strategy<Value = AnyValue> {
+        let leaf = prop_oneof![
+            Just(AnyValue::Empty),
+            any::<String>().prop_map(AnyValue::Str),
+            "[\\x00-\\x7f]{0,8}".prop_map(AnyValue::Str),
+            any::<bool>().prop_map(AnyValue::Bool),
+            any::<i64>().prop_map(AnyValue::Int),
+            any::<f64>().prop_map(AnyValue::Double),
+            prop::collection::vec(any::<u8>(), 0..8).prop_map(AnyValue::Bytes),
+        ];
+        leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(AnyValue::Array),
+                prop::collection::vec((any::<String>(), inner), 0..4)
+                    .prop_map(|kvs| AnyValue::Map(kvs.into_iter().map(|(k, v)| KeyValue { key: k, value: v }).collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn direct_writer_matches_serde(attrs in prop::collection::vec((any::<String>(), value()), 0..5)) {
+            let attrs: Vec<KeyValue> = attrs.into_iter().map(|(k, v)| KeyValue { key: k, value: v }).collect();
+            prop_assert_eq!(attrs_to_json_string(&attrs), to_json_string(&OtlpAttrs(&attrs)));
+        }
     }
 }

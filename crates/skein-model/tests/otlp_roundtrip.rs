@@ -1034,6 +1034,12 @@ fn decode_protobuf(body: &[u8]) {
 }
 
 /// Damage to an encoded request: XORed bytes, an inserted run, a cut.
+type Damage = (
+    Vec<(prop::sample::Index, u8)>,
+    Option<(prop::sample::Index, Vec<u8>)>,
+    Option<prop::sample::Index>,
+);
+
 fn damage(
     mut bytes: Vec<u8>,
     edits: &[(prop::sample::Index, u8)],
@@ -1056,13 +1062,7 @@ fn damage(
     bytes
 }
 
-fn damage_strategy() -> impl Strategy<
-    Value = (
-        Vec<(prop::sample::Index, u8)>,
-        Option<(prop::sample::Index, Vec<u8>)>,
-        Option<prop::sample::Index>,
-    ),
-> {
+fn damage_strategy() -> impl Strategy<Value = Damage> {
     (
         vec((any::<prop::sample::Index>(), 1..=255u8), 0..4),
         proptest::option::of((any::<prop::sample::Index>(), vec(any::<u8>(), 1..8))),

@@ -124,7 +124,7 @@ fn span(
         })?,
         Some(v) => v
             .as_i64()
-            .and_then(|n| SpanKind::from_i32(n as i32))
+            .and_then(|n| SpanKind::from_i32(i32::try_from(n).ok()?))
             .ok_or_else(|| ModelError::new("kind must be a name or 0-5"))?,
     };
     let status = match o.get("status") {
@@ -141,7 +141,7 @@ fn span(
                     .ok_or_else(|| ModelError::new(format!("status.code {s:?} is not unset, ok or error")))?,
                 Some(v) => v
                     .as_i64()
-                    .and_then(|n| StatusCode::from_i32(n as i32))
+                    .and_then(|n| StatusCode::from_i32(i32::try_from(n).ok()?))
                     .ok_or_else(|| ModelError::new("status.code must be a name or 0-2"))?,
             },
             message: str_field(st, "message")?.unwrap_or_default().to_string(),
@@ -277,6 +277,31 @@ mod tests {
         assert_eq!(s.events.len(), 1);
         assert!(parse(b"{\"nope\": 1}").is_err());
         assert!(parse(b"not json").unwrap_err().to_string().contains("invalid JSON"));
+    }
+
+    /// Regression: numeric kinds and status codes were truncated to `i32`,
+    /// so 4294967298 (2³² + 2) was accepted as kind 2 (server).
+    #[test]
+    fn out_of_range_numeric_kind_and_status_are_rejected() {
+        let span = |extra: &str| {
+            format!(
+                r#"[{{"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "span_id": "00f067aa0ba902b7",
+                   "name": "x", "start_time_unix_nano": 1, "duration_ns": 1, {extra}}}]"#
+            )
+        };
+        let d = parse(span(r#""kind": 4294967298"#).as_bytes()).unwrap();
+        assert_eq!((d.records.len(), d.rejected), (0, 1), "{:?}", d.errors);
+        assert!(d.errors[0].contains("kind must be a name or 0-5"), "{:?}", d.errors);
+        let d = parse(span(r#""status": {"code": 4294967297}"#).as_bytes()).unwrap();
+        assert_eq!((d.records.len(), d.rejected), (0, 1), "{:?}", d.errors);
+        assert!(
+            d.errors[0].contains("status.code must be a name or 0-2"),
+            "{:?}",
+            d.errors
+        );
+        let d = parse(span(r#""kind": 2, "status": {"code": 2}"#).as_bytes()).unwrap();
+        assert_eq!(d.records[0].kind, SpanKind::Server);
+        assert_eq!(d.records[0].status.code, StatusCode::Error);
     }
 
     proptest! {

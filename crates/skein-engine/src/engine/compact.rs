@@ -115,6 +115,8 @@ impl Inner {
                 };
                 let inputs: Vec<Arc<Part>> = parts[run].to_vec();
                 let started = Instant::now();
+                self.compacting.store(true, Ordering::Relaxed);
+                let _done = Reset(&self.compacting);
                 match sig {
                     Signal::Spans => self.merge::<Span>(&inputs)?,
                     Signal::Logs => self.merge::<LogRecord>(&inputs)?,
@@ -167,7 +169,21 @@ impl Inner {
             self.store.remove(&part::parquet_name(R::SIGNAL, id))?;
             self.store.remove(&part::index_name(R::SIGNAL, id))?;
         }
+        let live: crate::hash::FastSet<u64> = self.state.read().parts[Signal::Spans.index()]
+            .iter()
+            .map(|p| p.meta.id)
+            .collect();
+        self.shadow_cache.retain_parts(&live);
         Ok(())
+    }
+}
+
+/// Clears a flag when dropped (also on an early return).
+struct Reset<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for Reset<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
     }
 }
 

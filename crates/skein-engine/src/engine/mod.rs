@@ -121,6 +121,8 @@ pub struct EngineStats {
     pub flushes: u64,
     pub compactions: u64,
     pub compaction_seconds: f64,
+    /// A merge is running now.
+    pub compacting: bool,
     pub next_seq: u64,
     pub durability: String,
 }
@@ -145,6 +147,8 @@ pub(crate) struct Inner {
     compactions: AtomicU64,
     compaction_nanos: AtomicU64,
     background_error: Mutex<Option<String>>,
+    pub(crate) shadow_cache: crate::query::shadow::ShadowCache,
+    compacting: AtomicBool,
 }
 
 /// An open Skein data directory.
@@ -246,13 +250,13 @@ impl Engine {
 
     pub fn services(&self, w: Window) -> Result<(Vec<ServiceSummary>, Explain)> {
         let mut ex = Explain::new(Signal::Spans);
-        let r = aggregate::services(&self.state().sources::<Span>(), w, &mut ex)?;
+        let r = aggregate::services(&self.state().sources::<Span>(), w, &self.inner.shadow_cache, &mut ex)?;
         Ok((r, ex))
     }
 
     pub fn operations(&self, service: Option<&str>, w: Window) -> Result<(Vec<OperationSummary>, Explain)> {
         let mut ex = Explain::new(Signal::Spans);
-        let r = aggregate::operations(&self.state().sources::<Span>(), w, service, &mut ex)?;
+        let r = aggregate::operations(&self.state().sources::<Span>(), w, service, &self.inner.shadow_cache, &mut ex)?;
         Ok((r, ex))
     }
 
@@ -265,6 +269,7 @@ impl Engine {
             &st.sources::<MetricPoint>(),
             w,
             service,
+            &self.inner.shadow_cache,
             &mut ex,
         )?;
         Ok((r, ex))
@@ -272,7 +277,7 @@ impl Engine {
 
     pub fn anomalies(&self, current: Window, baseline: Window) -> Result<(Vec<Anomaly>, Explain)> {
         let mut ex = Explain::new(Signal::Spans);
-        let r = aggregate::anomalies(&self.state().sources::<Span>(), current, baseline, &mut ex)?;
+        let r = aggregate::anomalies(&self.state().sources::<Span>(), current, baseline, &self.inner.shadow_cache, &mut ex)?;
         Ok((r, ex))
     }
 
@@ -564,6 +569,7 @@ impl Inner {
         s.flushes = self.flushes.load(Ordering::Relaxed);
         s.compactions = self.compactions.load(Ordering::Relaxed);
         s.compaction_seconds = self.compaction_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+        s.compacting = self.compacting.load(Ordering::Relaxed);
         s.next_seq = self.wal.next_seq();
         s
     }

@@ -103,6 +103,8 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
         compactions: AtomicU64::new(0),
         compaction_nanos: AtomicU64::new(0),
         background_error: Mutex::new(None),
+        shadow_cache: Default::default(),
+        compacting: AtomicBool::new(false),
         opts,
     })
 }

@@ -44,6 +44,35 @@ impl TraceIndex {
         t
     }
 
+    /// Checks the shape `build` gives (ids strictly ascending, each with an
+    /// ascending run of rows), which a decoded index must have for lookups
+    /// to find every trace and not to slice out of bounds.
+    fn check(&self) -> std::result::Result<(), &'static str> {
+        let offsets_ok = match self.offsets.last() {
+            None => self.ids.is_empty() && self.rows.is_empty(),
+            Some(&last) => {
+                self.offsets.len() == self.ids.len() + 1
+                    && self.offsets[0] == 0
+                    && last as usize == self.rows.len()
+                    && self.offsets.windows(2).all(|w| w[0] < w[1])
+            }
+        };
+        if !offsets_ok {
+            return Err("trace offsets do not match the rows");
+        }
+        if !self.ids.windows(2).all(|w| w[0] < w[1]) {
+            return Err("trace ids are not in ascending order");
+        }
+        let rows_ok = self
+            .offsets
+            .windows(2)
+            .all(|w| self.rows[w[0] as usize..w[1] as usize].windows(2).all(|r| r[0] < r[1]));
+        if !rows_ok {
+            return Err("a trace's rows are not in ascending order");
+        }
+        Ok(())
+    }
+
     pub fn rows_of(&self, trace: u128) -> &[u32] {
         match self.ids.binary_search(&trace) {
             Ok(i) => &self.rows[self.offsets[i] as usize..self.offsets[i + 1] as usize],
@@ -146,12 +175,15 @@ pub struct IndexBuilder {
     rows: u32,
     trace_pairs: Vec<(u128, u32)>,
     postings: crate::hash::FastMap<Term, RoaringBitmap>,
-    values_per_key: crate::hash::FastMap<Term, crate::hash::FastSet<Term>>,
+    /// The attribute key of each attribute-value term, recorded when the
+    /// term is first seen (once per term, not per row).
+    key_of_value: crate::hash::FastMap<Term, Term>,
     time_marks: Vec<u64>,
     terms_buf: Vec<IndexTerm>,
+    term_cache: crate::record::TermCache,
     /// service → span name → stats (nested: lookups by `&str` never allocate).
-    ops: HashMap<String, HashMap<String, OpStats>>,
-    service_traces: HashMap<String, crate::hash::FastSet<u128>>,
+    ops: crate::hash::FastMap<String, crate::hash::FastMap<String, OpStats>>,
+    service_traces: crate::hash::FastMap<String, crate::hash::FastSet<u128>>,
     log_counts: HashMap<(String, i32), u64>,
     series: HashSet<u64>,
     metric_names: HashMap<String, u64>,
@@ -172,13 +204,20 @@ impl IndexBuilder {
         }
         let mut terms = std::mem::take(&mut self.terms_buf);
         terms.clear();
-        r.index_terms(&mut terms);
+        self.term_cache.terms(r, &mut terms);
         for t in &terms {
-            self.postings.entry(t.term).or_default().insert(row);
-            if let Some(key) = t.attr_key {
-                let values = self.values_per_key.entry(key).or_default();
-                if values.len() <= MAX_VALUES_PER_KEY {
-                    values.insert(t.term);
+            match self.postings.get_mut(&t.term) {
+                // Rows arrive in increasing order: an append.
+                Some(b) => {
+                    b.insert(row);
+                }
+                None => {
+                    let mut b = RoaringBitmap::new();
+                    b.insert(row);
+                    self.postings.insert(t.term, b);
+                    if let Some(key) = t.attr_key {
+                        self.key_of_value.insert(t.term, key);
+                    }
                 }
             }
         }
@@ -190,7 +229,7 @@ impl IndexBuilder {
     pub fn span_stats(&mut self, s: &skein_model::Span) {
         let service = s.service_name();
         if !self.ops.contains_key(service) {
-            self.ops.insert(service.to_string(), HashMap::new());
+            self.ops.insert(service.to_string(), Default::default());
             self.service_traces.insert(service.to_string(), Default::default());
         }
         let by_name = self.ops.get_mut(service).expect("inserted above");
@@ -235,10 +274,13 @@ impl IndexBuilder {
     }
 
     pub fn finish(mut self) -> PartIndex {
-        let threshold = MAX_VALUES_PER_KEY.max(self.rows as usize / 10);
+        let mut values_per_key: crate::hash::FastMap<Term, Vec<Term>> = Default::default();
+        for (value, key) in &self.key_of_value {
+            values_per_key.entry(*key).or_default().push(*value);
+        }
         let mut unindexed_keys = HashSet::new();
-        for (key, values) in &self.values_per_key {
-            if values.len() > threshold.min(MAX_VALUES_PER_KEY) && values.len() > self.rows as usize / 10 {
+        for (key, values) in &values_per_key {
+            if values.len() > MAX_VALUES_PER_KEY && values.len() > self.rows as usize / 10 {
                 unindexed_keys.insert(*key);
                 for v in values {
                     self.postings.remove(v);
@@ -332,8 +374,12 @@ pub fn decode(bytes: &[u8]) -> Result<PartIndex> {
     if crc32fast::hash(body) != crc {
         return Err(bad("checksum mismatch"));
     }
-    let raw = zstd::bulk::decompress(body, 1 << 31).map_err(|e| bad(&e.to_string()))?;
+    let raw = crate::codec::zstd_decompress(body, 1 << 31).map_err(|e| bad(&e.to_string()))?;
     let wire: Wire = postcard::from_bytes(&raw).map_err(|e| bad(&e.to_string()))?;
+    wire.traces.check().map_err(bad)?;
+    if !wire.time_marks.is_sorted() {
+        return Err(bad("time marks are not in ascending order"));
+    }
     let mut postings = crate::hash::FastMap::with_capacity_and_hasher(wire.postings.len(), Default::default());
     for (t, b) in wire.postings {
         let bitmap = RoaringBitmap::deserialize_from(Cursor::new(b)).map_err(|e| bad(&e.to_string()))?;
@@ -452,6 +498,52 @@ mod tests {
             bytes.truncate(cut.index(bytes.len() + 1));
         }
         bytes
+    }
+
+    /// Regression (found by proptest `damaged_sidecars_never_panic` and
+    /// fuzz/part_index): a sidecar whose checksum matches but whose trace
+    /// index is out of shape decoded, and then lookups missed traces (ids
+    /// out of order) or sliced out of bounds (offsets past the rows).
+    #[test]
+    fn misshapen_trace_index_is_rejected() {
+        let reject = |traces: TraceIndex, what: &str| {
+            let ix = PartIndex {
+                traces,
+                ..Default::default()
+            };
+            let err = decode(&encode(&ix).unwrap()).unwrap_err();
+            assert!(err.to_string().contains(what), "{err}");
+        };
+        let good = TraceIndex::build(vec![(5, 1), (3, 0), (5, 9), (7, 2)]);
+        let mut t = good.clone();
+        t.ids.swap(0, 1);
+        reject(t, "trace ids are not in ascending order");
+        let mut t = good.clone();
+        t.offsets[1] = 100;
+        reject(t, "trace offsets do not match the rows");
+        let mut t = good.clone();
+        t.offsets.pop();
+        reject(t, "trace offsets do not match the rows");
+        let mut t = good.clone();
+        t.rows.swap(1, 2);
+        reject(t, "a trace's rows are not in ascending order");
+        let ix = PartIndex {
+            time_marks: vec![5, 3],
+            ..Default::default()
+        };
+        let err = decode(&encode(&ix).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("time marks"), "{err}");
+        // Empty indexes, built or default, load.
+        for traces in [TraceIndex::build(Vec::new()), TraceIndex::default()] {
+            let ix = PartIndex {
+                traces,
+                ..Default::default()
+            };
+            decode(&encode(&ix).unwrap()).unwrap();
+        }
+        // The fuzzer's first find, `[0x0a]`: an empty body with a matching
+        // checksum (it used to reserve 2 GiB before failing).
+        assert!(decode(&framed(&[])).is_err());
     }
 
     #[test]

@@ -63,15 +63,26 @@ fn properties(signal: Signal, schema: &arrow_schema::Schema, opts: &WriterOption
         .set_max_row_group_row_count(Some(opts.row_group_rows))
         .set_data_page_row_count_limit(opts.page_rows)
         .set_write_batch_size(opts.page_rows.min(1024))
-        .set_dictionary_page_size_limit(4 << 20)
+        .set_dictionary_page_size_limit(256 << 10)
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_created_by(format!("skein {}", env!("CARGO_PKG_VERSION")));
-    // Random ids and continuous values never repeat: dictionaries would be
-    // built only to be abandoned.
+    // Dictionaries only for low-cardinality columns. A point read decodes
+    // the dictionary page of every column it touches, so a dictionary of
+    // ids or attribute JSON would cost more per lookup than it saves on
+    // disk (zstd still finds the repeats).
     let no_dict: &[&str] = match signal {
-        Signal::Spans => &["span_id", "parent_span_id", "duration_ns"],
-        Signal::Logs => &["span_id"],
-        Signal::Metrics => &["value_double", "sum"],
+        Signal::Spans => &[
+            "trace_id",
+            "span_id",
+            "parent_span_id",
+            "duration_ns",
+            "attributes",
+            "events",
+            "links",
+            "status_message",
+        ],
+        Signal::Logs => &["trace_id", "span_id", "body", "body_json", "attributes"],
+        Signal::Metrics => &["value_double", "value_int", "sum", "attributes", "series_id", "exemplars", "distribution"],
     };
     for c in no_dict {
         b = b.set_column_dictionary_enabled(col(c), false);

@@ -10,6 +10,9 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use crate::hash::{FastMap, FastSet};
+use super::shadow::{ShadowCache, shadowed_span_rows};
+
 use arrow_array::Array;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int8Type, Int64Type, TimestampNanosecondType, UInt64Type};
@@ -50,7 +53,7 @@ impl Window {
         p.meta.min_time >= self.start && p.meta.max_time < self.end
     }
 
-    fn misses_part(&self, p: &Part) -> bool {
+    pub(crate) fn misses_part(&self, p: &Part) -> bool {
         p.meta.rows == 0 || p.meta.max_time < self.start || p.meta.min_time >= self.end
     }
 }
@@ -107,7 +110,7 @@ impl OpAcc {
 struct SpanAgg {
     /// service → operation → accumulator (nested so lookups by `&str` never
     /// allocate; a key is copied only the first time it is seen).
-    ops: HashMap<String, HashMap<String, OpAcc>>,
+    ops: FastMap<String, FastMap<String, OpAcc>>,
     traces: HashMap<String, u64>,
     min_time: u64,
     max_time: u64,
@@ -116,7 +119,7 @@ struct SpanAgg {
 impl SpanAgg {
     fn op(&mut self, service: &str, name: &str) -> &mut OpAcc {
         if !self.ops.contains_key(service) {
-            self.ops.insert(service.to_string(), HashMap::new());
+            self.ops.insert(service.to_string(), FastMap::default());
         }
         let by_name = self.ops.get_mut(service).expect("inserted above");
         if !by_name.contains_key(name) {
@@ -147,127 +150,24 @@ fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 { 0.0 } else { a as f64 / b as f64 }
 }
 
-/// Per source, the rows holding a span that a newer source holds too: it was
-/// ingested again after this copy was frozen or flushed, and only the newest
-/// version may be counted, as only it is searched and returned. Only traces
-/// present in both an older and a newer source can have such rows, so only
-/// their span ids are read; sources without any are aggregated as before.
-fn shadowed_span_rows(sources: &[Source<Span>], w: Window) -> Result<Vec<HashSet<u32>>> {
-    let mut shadowed = vec![HashSet::new(); sources.len()];
-    if sources.len() < 2 {
-        return Ok(shadowed);
-    }
-    let traces: Vec<std::borrow::Cow<'_, [u128]>> = sources
-        .iter()
-        .map(|s| match s {
-            Source::Mem(m) => {
-                let m = m.read();
-                let mut t: Vec<u128> = (0..m.total_rows())
-                    .filter(|&r| m.is_live(r))
-                    .map(|r| m.row(r).trace_id.as_u128())
-                    .collect();
-                t.sort_unstable();
-                t.dedup();
-                t.into()
-            }
-            Source::Part(p) => p.index.traces.ids().into(),
-        })
-        .collect();
-    // (older, newer, shared traces), for older sources the window can use.
-    let mut pairs = Vec::new();
-    let mut needed: Vec<HashSet<u128>> = vec![HashSet::new(); sources.len()];
-    for i in 1..sources.len() {
-        if let Source::Part(p) = &sources[i]
-            && w.misses_part(p)
-        {
-            continue;
-        }
-        for j in 0..i {
-            let (small, large) = if traces[i].len() <= traces[j].len() {
-                (&traces[i], &traces[j])
-            } else {
-                (&traces[j], &traces[i])
-            };
-            let shared: Vec<u128> = small
-                .iter()
-                .copied()
-                .filter(|t| large.binary_search(t).is_ok())
-                .collect();
-            if !shared.is_empty() {
-                needed[i].extend(&shared);
-                needed[j].extend(&shared);
-                pairs.push((i, j, shared));
-            }
-        }
-    }
-    if pairs.is_empty() {
-        return Ok(shadowed);
-    }
-    // (span id, row) of the needed traces' spans, per source and trace.
-    let mut spans: Vec<HashMap<u128, Vec<(u64, u32)>>> = vec![HashMap::new(); sources.len()];
-    for (k, s) in sources.iter().enumerate() {
-        if needed[k].is_empty() {
-            continue;
-        }
-        match s {
-            Source::Mem(m) => {
-                let m = m.read();
-                for &t in &needed[k] {
-                    for &row in m.trace_rows(t) {
-                        if m.is_live(row) {
-                            spans[k].entry(t).or_default().push((m.row(row).span_id.as_u64(), row));
-                        }
-                    }
-                }
-            }
-            Source::Part(p) => {
-                let mut rows: Vec<(u32, u128)> = needed[k]
-                    .iter()
-                    .flat_map(|&t| p.index.traces.rows_of(t).iter().map(move |&r| (r, t)))
-                    .collect();
-                rows.sort_unstable();
-                let row_ids: Vec<u32> = rows.iter().map(|(r, _)| *r).collect();
-                let mut next = rows.iter();
-                for b in p.read_row_columns(&["span_id"], &row_ids)? {
-                    let Some(col) = b.column_by_name("span_id").and_then(|c| c.as_fixed_size_binary_opt()) else {
-                        continue;
-                    };
-                    for i in 0..col.len() {
-                        let Some(&(row, t)) = next.next() else { break };
-                        let span = u64::from_be_bytes(col.value(i).try_into().unwrap_or_default());
-                        spans[k].entry(t).or_default().push((span, row));
-                    }
-                }
-            }
-        }
-    }
-    for (i, j, shared) in pairs {
-        for t in shared {
-            let (Some(older), Some(newer)) = (spans[i].get(&t), spans[j].get(&t)) else {
-                continue;
-            };
-            for &(span, row) in older {
-                if newer.iter().any(|&(s, _)| s == span) {
-                    shadowed[i].insert(row);
-                }
-            }
-        }
-    }
-    Ok(shadowed)
-}
-
-fn gather_spans(sources: &[Source<Span>], w: Window, service: Option<&str>, explain: &mut Explain) -> Result<SpanAgg> {
+fn gather_spans(
+    sources: &[Source<Span>],
+    w: Window,
+    service: Option<&str>,
+    cache: &ShadowCache,
+    explain: &mut Explain,
+) -> Result<SpanAgg> {
     let mut agg = SpanAgg {
         min_time: u64::MAX,
         ..Default::default()
     };
-    let shadowed = shadowed_span_rows(sources, w)?;
+    let shadowed = shadowed_span_rows(sources, w, cache)?;
     for (s, shadowed) in sources.iter().zip(&shadowed) {
         match s {
             Source::Mem(m) => {
                 let m = m.read();
                 let mut ex = SourceExplain::new("hot", None);
-                let mut traces: HashMap<&str, HashSet<u128>> = HashMap::new();
+                let mut traces: FastMap<&str, FastSet<u128>> = FastMap::default();
                 for row in 0..m.total_rows() {
                     if !m.is_live(row) || shadowed.contains(&row) {
                         continue;
@@ -327,13 +227,13 @@ fn scan_part_spans(
     p: &Part,
     w: Window,
     service: Option<&str>,
-    shadowed: &HashSet<u32>,
+    shadowed: &FastSet<u32>,
     agg: &mut SpanAgg,
     ex: &mut SourceExplain,
 ) -> Result<()> {
     let range = p.index.row_range(p.rows(), w.start, w.end);
     let mut next_row = range.start;
-    let mut traces: HashMap<String, HashSet<u128>> = HashMap::new();
+    let mut traces: FastMap<String, FastSet<u128>> = FastMap::default();
     for b in p.read_columns(SPAN_SUMMARY_COLUMNS, range, 65536)? {
         let first_row = next_row;
         next_row += b.num_rows() as u32;
@@ -371,7 +271,7 @@ fn scan_part_spans(
             if let Some(set) = traces.get_mut(s) {
                 set.insert(trace);
             } else {
-                traces.insert(s.to_string(), HashSet::from([trace]));
+                traces.insert(s.to_string(), FastSet::from_iter([trace]));
             }
             agg.min_time = agg.min_time.min(t);
             agg.max_time = agg.max_time.max(t);
@@ -429,8 +329,13 @@ fn operations_of(agg: &SpanAgg, w: Window) -> Vec<OperationSummary> {
 }
 
 /// Every service with spans in the window, by name.
-pub fn services(sources: &[Source<Span>], w: Window, explain: &mut Explain) -> Result<Vec<ServiceSummary>> {
-    let agg = gather_spans(sources, w, None, explain)?;
+pub fn services(
+    sources: &[Source<Span>],
+    w: Window,
+    cache: &ShadowCache,
+    explain: &mut Explain,
+) -> Result<Vec<ServiceSummary>> {
+    let agg = gather_spans(sources, w, None, cache, explain)?;
     Ok(services_of(&agg, w))
 }
 
@@ -439,9 +344,10 @@ pub fn operations(
     sources: &[Source<Span>],
     w: Window,
     service: Option<&str>,
+    cache: &ShadowCache,
     explain: &mut Explain,
 ) -> Result<Vec<OperationSummary>> {
-    let agg = gather_spans(sources, w, service, explain)?;
+    let agg = gather_spans(sources, w, service, cache, explain)?;
     Ok(operations_of(&agg, w))
 }
 
@@ -482,9 +388,10 @@ pub fn summary(
     metrics: &[Source<MetricPoint>],
     w: Window,
     service: Option<&str>,
+    cache: &ShadowCache,
     explain: &mut Explain,
 ) -> Result<Summary> {
-    let agg = gather_spans(spans, w, service, explain)?;
+    let agg = gather_spans(spans, w, service, cache, explain)?;
     let mut all = OpAcc::default();
     for (_, _, acc) in agg.iter() {
         all.count += acc.count;
@@ -665,10 +572,11 @@ pub fn anomalies(
     sources: &[Source<Span>],
     current: Window,
     baseline: Window,
+    cache: &ShadowCache,
     explain: &mut Explain,
 ) -> Result<Vec<Anomaly>> {
-    let cur = services(sources, current, explain)?;
-    let base: HashMap<String, ServiceSummary> = services(sources, baseline, explain)?
+    let cur = services(sources, current, cache, explain)?;
+    let base: HashMap<String, ServiceSummary> = services(sources, baseline, cache, explain)?
         .into_iter()
         .map(|s| (s.service.clone(), s))
         .collect();

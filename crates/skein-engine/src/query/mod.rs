@@ -9,6 +9,7 @@ pub mod aggregate;
 pub mod explain;
 pub mod filter;
 pub mod search;
+pub mod shadow;
 pub mod sketch;
 
 pub use aggregate::{Anomaly, OperationSummary, ServiceSummary, Summary};

@@ -1,17 +1,16 @@
-//! A mergeable latency histogram with bounded relative error (the DDSketch
-//! idea): value v > 0 falls in bucket ⌈log_γ v⌉ with γ = (1+α)/(1−α), so any
-//! quantile it reports is within α = 1% of a value in the data. Parts keep
-//! one per (service, operation); merging is adding counts.
+//! A mergeable latency histogram with bounded relative error: log-linear
+//! buckets (as in HdrHistogram), 128 per power of two, so any quantile it
+//! reports is within 0.4% of a value in the data, and values below 128 ns
+//! are exact. Finding a bucket is a handful of integer operations — it sits
+//! on the flush and aggregation paths. Parts keep one per (service,
+//! operation); merging is adding counts.
 
 use serde::{Deserialize, Serialize};
 
-const ALPHA: f64 = 0.01;
+const SUB_BITS: u32 = 7;
+const SUB: u64 = 1 << SUB_BITS;
 
-fn gamma_ln() -> f64 {
-    ((1.0 + ALPHA) / (1.0 - ALPHA)).ln()
-}
-
-/// Sparse buckets, sorted by index; index `i32::MIN` counts zeros.
+/// Sparse buckets, sorted by index.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sketch {
     buckets: Vec<(i32, u64)>,
@@ -20,23 +19,25 @@ pub struct Sketch {
     max: u64,
 }
 
-const ZERO: i32 = i32::MIN;
-
 fn bucket_of(v: u64) -> i32 {
-    if v == 0 {
-        ZERO
-    } else {
-        ((v as f64).ln() / gamma_ln()).ceil() as i32
+    if v < SUB {
+        return v as i32;
     }
+    let exp = 63 - v.leading_zeros();
+    let shift = exp - SUB_BITS;
+    let mantissa = ((v >> shift) & (SUB - 1)) as i32;
+    (((shift + 1) << SUB_BITS) as i32) + mantissa
 }
 
-fn value_of(i: i32) -> f64 {
-    if i == ZERO {
-        return 0.0;
+/// The middle of a bucket's range.
+fn value_of(b: i32) -> f64 {
+    if (b as u64) < SUB {
+        return b as f64;
     }
-    let g = gamma_ln().exp();
-    // The midpoint (in relative terms) of (γ^(i-1), γ^i].
-    2.0 * g.powi(i) / (g + 1.0)
+    let shift = (b >> SUB_BITS) as u32 - 1;
+    let mantissa = (b as u64) & (SUB - 1);
+    let low = (SUB + mantissa) << shift;
+    low as f64 + ((1u64 << shift) as f64 - 1.0) / 2.0
 }
 
 impl Sketch {
@@ -104,7 +105,7 @@ impl Sketch {
         self.max
     }
 
-    /// The nearest-rank `q` quantile (0 < q ≤ 1), within 1% relative error;
+    /// The nearest-rank `q` quantile (0 < q ≤ 1), within 0.4% relative error;
     /// never above the exact maximum.
     pub fn quantile(&self, q: f64) -> u64 {
         if self.count == 0 {
@@ -144,7 +145,7 @@ mod tests {
             let mut sorted = values.clone();
             let want = exact(&mut sorted, q) as f64;
             let got = s.quantile(q) as f64;
-            prop_assert!((got - want).abs() <= want * 0.0101 + 1.0, "q={q} want {want} got {got}");
+            prop_assert!((got - want).abs() <= want * 0.004 + 1.0, "q={q} want {want} got {got}");
         }
 
         #[test]

@@ -20,7 +20,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int8Type, Int64Type, TimestampNanosecondType, UInt32Type, UInt64Type};
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, SchemaRef, TimeUnit};
-use skein_model::json::{OtlpAttrs, OtlpResource, OtlpScope, resource_from_json, scope_from_json, to_json_string};
+use skein_model::json::{OtlpResource, OtlpScope, resource_from_json, scope_from_json, to_json_string};
 use skein_model::{KeyValue, Resource, Scope};
 
 use crate::error::{Error, Result};
@@ -49,7 +49,7 @@ pub(crate) fn field(name: &str, dt: DataType, nullable: bool) -> Field {
 }
 
 pub(crate) fn json_or_null(attrs: &[KeyValue]) -> Option<String> {
-    (!attrs.is_empty()).then(|| to_json_string(&OtlpAttrs(attrs)))
+    (!attrs.is_empty()).then(|| skein_model::json::attrs_to_json_string(attrs))
 }
 
 /// Interns resource and scope JSON while building a batch: consecutive rows
