@@ -101,6 +101,7 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
     // Compact fully, then measure disk, then restart and measure memory.
     engine.flush().map_err(|e| e.to_string())?;
     engine.compact().map_err(|e| e.to_string())?;
+    let queries_compacted = measure_queries(&engine, &corpus)?;
     let part_bytes = crate::server::dir_bytes(&dir.join("parts").join("spans"));
     engine.close().map_err(|e| e.to_string())?;
     drop(engine);
@@ -127,6 +128,7 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
             "restart_ms": restart_ms,
             "parts_after_compaction": st.parts,
             "queries": queries,
+            "queries_compacted": queries_compacted,
         },
     });
     crate::report::write(&args.out, "engine", result)

@@ -228,9 +228,18 @@ fn render_engine(v: &Value) -> String {
     }
     s.push('\n');
     s.push_str(&latency_table(&[
-        ("get_trace", &r["queries"]["get_trace"]),
-        ("attribute search, limit 100", &r["queries"]["attribute_search"]),
-        ("services aggregate", &r["queries"]["services"]),
+        ("get_trace (hot tier + parts)", &r["queries"]["get_trace"]),
+        (
+            "attribute search, limit 100 (hot tier + parts)",
+            &r["queries"]["attribute_search"],
+        ),
+        ("services aggregate (hot tier + parts)", &r["queries"]["services"]),
+        ("get_trace (compacted)", &r["queries_compacted"]["get_trace"]),
+        (
+            "attribute search, limit 100 (compacted)",
+            &r["queries_compacted"]["attribute_search"],
+        ),
+        ("services aggregate (compacted)", &r["queries_compacted"]["services"]),
     ]));
     s.push('\n');
     s

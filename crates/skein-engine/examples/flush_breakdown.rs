@@ -21,7 +21,9 @@ fn main() {
         let t = Instant::now();
         let mut buf = Vec::new();
         let props = parquet::file::properties::WriterProperties::builder()
-            .set_compression(parquet::basic::Compression::ZSTD(parquet::basic::ZstdLevel::try_new(1).unwrap()))
+            .set_compression(parquet::basic::Compression::ZSTD(
+                parquet::basic::ZstdLevel::try_new(1).unwrap(),
+            ))
             .set_data_page_row_count_limit(1024)
             .set_write_batch_size(1024)
             .build();
@@ -34,7 +36,7 @@ fn main() {
         let t = Instant::now();
         let mut ix = IndexBuilder::default();
         for s in &refs {
-            ix.add(*s, |ix| ix.span_stats(s));
+            ix.add(*s);
         }
         let _ = ix.finish();
         let index = t.elapsed();

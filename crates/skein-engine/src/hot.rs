@@ -11,6 +11,7 @@ use std::sync::Arc;
 use roaring::RoaringBitmap;
 
 use crate::hash::FastMap;
+use crate::part::index::{PartStats, StatsBuilder};
 use crate::record::{Record, RecordKey, TermCache};
 use crate::terms::{IndexTerm, Term};
 
@@ -27,6 +28,8 @@ pub struct MemTable<R> {
     max_seq: u64,
     terms_buf: Vec<IndexTerm>,
     term_cache: TermCache,
+    /// Statistics of every row ever inserted; exact while no row is dead.
+    stats: StatsBuilder,
 }
 
 impl<R> Default for MemTable<R> {
@@ -44,12 +47,13 @@ impl<R> Default for MemTable<R> {
             max_seq: 0,
             terms_buf: Vec::new(),
             term_cache: TermCache::default(),
+            stats: StatsBuilder::default(),
         }
     }
 }
 
 /// Index bytes per row beyond the record itself (keys, postings, traces).
-const ROW_OVERHEAD: usize = 96;
+const ROW_OVERHEAD: usize = 160;
 
 impl<R: Record> MemTable<R> {
     /// Inserts records whose sequence numbers are `seq_base..`.
@@ -84,8 +88,15 @@ impl<R: Record> MemTable<R> {
         self.max_time = self.max_time.max(time);
         self.max_seq = self.max_seq.max(seq);
         self.bytes += r.approx_size() + ROW_OVERHEAD;
+        r.add_stats(&mut self.stats);
         self.rows.push(Arc::new(r));
         self.seqs.push(seq);
+    }
+
+    /// Pre-aggregated statistics of the live rows and the time range they
+    /// cover, when they are exact (no row was replaced).
+    pub fn stats(&self) -> Option<(PartStats, u64, u64)> {
+        (self.dead.is_empty() && !self.rows.is_empty()).then(|| (self.stats.snapshot(), self.min_time, self.max_time))
     }
 
     pub fn is_live(&self, row: u32) -> bool {

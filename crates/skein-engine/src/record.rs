@@ -67,6 +67,9 @@ pub trait Record: Clone + Send + Sync + Serialize + DeserializeOwned + std::fmt:
     /// Sets the shared parts after decoding a wire batch.
     fn attach(&mut self, resource: Arc<Resource>, scope: Arc<Scope>, metric: Option<Arc<MetricDesc>>);
     fn approx_size(&self) -> usize;
+    /// Adds the record to pre-aggregated statistics.
+    fn add_stats(&self, stats: &mut crate::part::index::StatsBuilder);
+
     /// Terms of the record itself (not of its shared resource).
     fn own_terms(&self, out: &mut Vec<IndexTerm>);
 
@@ -145,6 +148,9 @@ impl Record for Span {
     fn approx_size(&self) -> usize {
         Span::approx_size(self)
     }
+    fn add_stats(&self, stats: &mut crate::part::index::StatsBuilder) {
+        stats.span_stats(self);
+    }
     fn own_terms(&self, out: &mut Vec<IndexTerm>) {
         terms::plain(terms::name(&self.name), out);
         terms::plain(terms::kind(self.kind as u8), out);
@@ -216,6 +222,9 @@ impl Record for LogRecord {
     fn approx_size(&self) -> usize {
         LogRecord::approx_size(self)
     }
+    fn add_stats(&self, stats: &mut crate::part::index::StatsBuilder) {
+        stats.log_stats(self);
+    }
     fn own_terms(&self, out: &mut Vec<IndexTerm>) {
         terms::plain(terms::severity(self.severity_number), out);
         if !self.event_name.is_empty() {
@@ -255,6 +264,9 @@ impl Record for MetricPoint {
     }
     fn approx_size(&self) -> usize {
         MetricPoint::approx_size(self)
+    }
+    fn add_stats(&self, stats: &mut crate::part::index::StatsBuilder) {
+        stats.metric_stats(self);
     }
     fn own_terms(&self, out: &mut Vec<IndexTerm>) {
         terms::plain(terms::name(&self.metric.name), out);

@@ -213,7 +213,7 @@ impl parquet::file::reader::ChunkReader for ParquetSource {
 
     fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
         Ok(io::BufReader::with_capacity(
-            64 << 10,
+            8 << 10,
             SourceRead {
                 src: self.0.clone(),
                 pos: start,

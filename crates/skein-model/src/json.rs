@@ -246,7 +246,11 @@ fn push_value(out: &mut String, v: &AnyValue) {
             push_json_str(out, s);
             out.push('}');
         }
-        AnyValue::Bool(b) => out.push_str(if *b { "{\"boolValue\":true}" } else { "{\"boolValue\":false}" }),
+        AnyValue::Bool(b) => out.push_str(if *b {
+            "{\"boolValue\":true}"
+        } else {
+            "{\"boolValue\":false}"
+        }),
         AnyValue::Int(i) => {
             out.push_str("{\"intValue\":\"");
             out.push_str(&i.to_string());
@@ -621,8 +625,9 @@ mod tests {
         leaf.prop_recursive(3, 16, 4, |inner| {
             prop_oneof![
                 prop::collection::vec(inner.clone(), 0..4).prop_map(AnyValue::Array),
-                prop::collection::vec((any::<String>(), inner), 0..4)
-                    .prop_map(|kvs| AnyValue::Map(kvs.into_iter().map(|(k, v)| KeyValue { key: k, value: v }).collect())),
+                prop::collection::vec((any::<String>(), inner), 0..4).prop_map(|kvs| AnyValue::Map(
+                    kvs.into_iter().map(|(k, v)| KeyValue { key: k, value: v }).collect()
+                )),
             ]
         })
     }

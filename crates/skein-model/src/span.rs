@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::{SpanId, TraceId};
 use crate::resource::{Resource, Scope};
-use crate::value::{KeyValue, attributes_size};
+use crate::value::{KeyValue, attributes_size, heap_size};
 
 /// What a span represents in its trace, as OTLP numbers it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -178,20 +178,29 @@ impl Span {
 
     /// Approximate bytes this span holds, excluding the shared resource/scope.
     pub fn approx_size(&self) -> usize {
-        std::mem::size_of::<Span>()
-            + self.name.len()
-            + self.trace_state.len()
-            + self.status.message.len()
+        // The span itself sits in an Arc allocation.
+        heap_size(std::mem::size_of::<Span>() + 16)
+            + heap_size(self.name.len())
+            + if self.trace_state.is_empty() {
+                0
+            } else {
+                heap_size(self.trace_state.len())
+            }
+            + if self.status.message.is_empty() {
+                0
+            } else {
+                heap_size(self.status.message.len())
+            }
             + attributes_size(&self.attributes)
             + self
                 .events
                 .iter()
-                .map(|e| 48 + e.name.len() + attributes_size(&e.attributes))
+                .map(|e| std::mem::size_of::<Event>() + heap_size(e.name.len()) + attributes_size(&e.attributes))
                 .sum::<usize>()
             + self
                 .links
                 .iter()
-                .map(|l| 64 + l.trace_state.len() + attributes_size(&l.attributes))
+                .map(|l| std::mem::size_of::<Link>() + heap_size(l.trace_state.len()) + attributes_size(&l.attributes))
                 .sum::<usize>()
     }
 }

@@ -79,14 +79,17 @@ impl AnyValue {
     }
 
     /// A rough count of heap bytes, for memory accounting and size limits.
+    /// Counts the value inline (32 bytes) plus each heap allocation as its
+    /// length rounded up, plus the allocator's overhead.
     pub fn approx_size(&self) -> usize {
-        match self {
-            AnyValue::Empty | AnyValue::Bool(_) | AnyValue::Int(_) | AnyValue::Double(_) => 8,
-            AnyValue::Str(s) => s.len() + 8,
-            AnyValue::Bytes(b) => b.len() + 8,
-            AnyValue::Array(a) => a.iter().map(AnyValue::approx_size).sum::<usize>() + 8,
-            AnyValue::Map(m) => attributes_size(m) + 8,
-        }
+        std::mem::size_of::<AnyValue>()
+            + match self {
+                AnyValue::Empty | AnyValue::Bool(_) | AnyValue::Int(_) | AnyValue::Double(_) => 0,
+                AnyValue::Str(s) => heap_size(s.len()),
+                AnyValue::Bytes(b) => heap_size(b.len()),
+                AnyValue::Array(a) => heap_size(0) + a.iter().map(AnyValue::approx_size).sum::<usize>(),
+                AnyValue::Map(m) => heap_size(0) + attributes_size(m),
+            }
     }
 
     /// Renders the value for people: strings bare, other scalars as JSON.
@@ -104,7 +107,18 @@ impl AnyValue {
 
 /// Approximate byte size of an attribute list.
 pub fn attributes_size(attrs: &[KeyValue]) -> usize {
-    attrs.iter().map(|kv| kv.key.len() + kv.value.approx_size() + 8).sum()
+    heap_size(0)
+        + attrs
+            .iter()
+            .map(|kv| std::mem::size_of::<String>() + heap_size(kv.key.len()) + kv.value.approx_size())
+            .sum::<usize>()
+}
+
+/// Bytes a heap allocation of `len` bytes really takes: rounded up to 16,
+/// with 16 of allocator bookkeeping (0 bytes allocate nothing, but count the
+/// bookkeeping anyway as a proxy for the container).
+pub fn heap_size(len: usize) -> usize {
+    len.div_ceil(16) * 16 + 16
 }
 
 /// The first attribute with this key.

@@ -256,7 +256,13 @@ impl Engine {
 
     pub fn operations(&self, service: Option<&str>, w: Window) -> Result<(Vec<OperationSummary>, Explain)> {
         let mut ex = Explain::new(Signal::Spans);
-        let r = aggregate::operations(&self.state().sources::<Span>(), w, service, &self.inner.shadow_cache, &mut ex)?;
+        let r = aggregate::operations(
+            &self.state().sources::<Span>(),
+            w,
+            service,
+            &self.inner.shadow_cache,
+            &mut ex,
+        )?;
         Ok((r, ex))
     }
 
@@ -277,7 +283,13 @@ impl Engine {
 
     pub fn anomalies(&self, current: Window, baseline: Window) -> Result<(Vec<Anomaly>, Explain)> {
         let mut ex = Explain::new(Signal::Spans);
-        let r = aggregate::anomalies(&self.state().sources::<Span>(), current, baseline, &self.inner.shadow_cache, &mut ex)?;
+        let r = aggregate::anomalies(
+            &self.state().sources::<Span>(),
+            current,
+            baseline,
+            &self.inner.shadow_cache,
+            &mut ex,
+        )?;
         Ok((r, ex))
     }
 

@@ -181,6 +181,13 @@ pub struct IndexBuilder {
     time_marks: Vec<u64>,
     terms_buf: Vec<IndexTerm>,
     term_cache: crate::record::TermCache,
+    pub stats: StatsBuilder,
+}
+
+/// Pre-aggregated statistics of a set of records, built as they arrive (by
+/// part writers, and by the hot tier so that aggregations need not scan it).
+#[derive(Default, Clone)]
+pub struct StatsBuilder {
     /// service → span name → stats (nested: lookups by `&str` never allocate).
     ops: crate::hash::FastMap<String, crate::hash::FastMap<String, OpStats>>,
     service_traces: crate::hash::FastMap<String, crate::hash::FastSet<u128>>,
@@ -194,7 +201,7 @@ pub struct IndexBuilder {
 const MAX_VALUES_PER_KEY: usize = 10_000;
 
 impl IndexBuilder {
-    pub fn add<R: crate::record::Record>(&mut self, r: &R, stats: impl FnOnce(&mut IndexBuilder)) {
+    pub fn add<R: crate::record::Record>(&mut self, r: &R) {
         let row = self.rows;
         if row.is_multiple_of(TIME_MARK_STRIDE) {
             self.time_marks.push(r.time());
@@ -222,10 +229,39 @@ impl IndexBuilder {
             }
         }
         self.terms_buf = terms;
-        stats(self);
+        r.add_stats(&mut self.stats);
         self.rows += 1;
     }
 
+    pub fn rows(&self) -> u32 {
+        self.rows
+    }
+
+    pub fn finish(mut self) -> PartIndex {
+        let mut values_per_key: crate::hash::FastMap<Term, Vec<Term>> = Default::default();
+        for (value, key) in &self.key_of_value {
+            values_per_key.entry(*key).or_default().push(*value);
+        }
+        let mut unindexed_keys = HashSet::new();
+        for (key, values) in &values_per_key {
+            if values.len() > MAX_VALUES_PER_KEY && values.len() > self.rows as usize / 10 {
+                unindexed_keys.insert(*key);
+                for v in values {
+                    self.postings.remove(v);
+                }
+            }
+        }
+        PartIndex {
+            traces: TraceIndex::build(self.trace_pairs),
+            postings: self.postings,
+            unindexed_keys,
+            time_marks: self.time_marks,
+            stats: self.stats.snapshot(),
+        }
+    }
+}
+
+impl StatsBuilder {
     pub fn span_stats(&mut self, s: &skein_model::Span) {
         let service = s.service_name();
         if !self.ops.contains_key(service) {
@@ -269,53 +305,31 @@ impl IndexBuilder {
         *self.metric_names.entry(p.metric.name.clone()).or_default() += 1;
     }
 
-    pub fn rows(&self) -> u32 {
-        self.rows
-    }
-
-    pub fn finish(mut self) -> PartIndex {
-        let mut values_per_key: crate::hash::FastMap<Term, Vec<Term>> = Default::default();
-        for (value, key) in &self.key_of_value {
-            values_per_key.entry(*key).or_default().push(*value);
-        }
-        let mut unindexed_keys = HashSet::new();
-        for (key, values) in &values_per_key {
-            if values.len() > MAX_VALUES_PER_KEY && values.len() > self.rows as usize / 10 {
-                unindexed_keys.insert(*key);
-                for v in values {
-                    self.postings.remove(v);
-                }
-            }
-        }
-        let mut ops: Vec<OpStats> = self.ops.into_values().flat_map(|m| m.into_values()).collect();
+    /// The statistics so far.
+    pub fn snapshot(&self) -> PartStats {
+        let mut ops: Vec<OpStats> = self.ops.values().flat_map(|m| m.values().cloned()).collect();
         ops.sort_by(|a, b| (&a.service, &a.name).cmp(&(&b.service, &b.name)));
         let mut services: Vec<ServiceStats> = self
             .service_traces
-            .into_iter()
+            .iter()
             .map(|(service, t)| ServiceStats {
-                service,
+                service: service.clone(),
                 traces: t.len() as u64,
             })
             .collect();
         services.sort_by(|a, b| a.service.cmp(&b.service));
-        let mut log_counts: Vec<_> = self.log_counts.into_iter().map(|((s, v), n)| (s, v, n)).collect();
+        let mut log_counts: Vec<_> = self.log_counts.iter().map(|((s, v), n)| (s.clone(), *v, *n)).collect();
         log_counts.sort();
-        let mut series: Vec<u64> = self.series.into_iter().collect();
+        let mut series: Vec<u64> = self.series.iter().copied().collect();
         series.sort_unstable();
-        let mut metric_names: Vec<_> = self.metric_names.into_iter().collect();
+        let mut metric_names: Vec<_> = self.metric_names.iter().map(|(k, v)| (k.clone(), *v)).collect();
         metric_names.sort();
-        PartIndex {
-            traces: TraceIndex::build(self.trace_pairs),
-            postings: self.postings,
-            unindexed_keys,
-            time_marks: self.time_marks,
-            stats: PartStats {
-                ops,
-                services,
-                log_counts,
-                series,
-                metric_names,
-            },
+        PartStats {
+            ops,
+            services,
+            log_counts,
+            series,
+            metric_names,
         }
     }
 }
@@ -433,7 +447,7 @@ mod tests {
     fn index_of<R: Columnar>(records: &[R]) -> PartIndex {
         let mut b = IndexBuilder::default();
         for r in records {
-            b.add(r, |ix| r.add_stats(ix));
+            b.add(r);
         }
         b.finish()
     }

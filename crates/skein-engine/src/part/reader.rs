@@ -110,7 +110,7 @@ impl Part {
         let mut b = IndexBuilder::default();
         for chunk in self.scan::<R>(8192)? {
             for r in chunk? {
-                b.add(&r, |ix| r.add_stats(ix));
+                b.add(&r);
             }
         }
         Ok(b.finish())
@@ -133,28 +133,46 @@ impl Part {
         ParquetRecordBatchReaderBuilder::new_with_metadata(self.source.clone(), self.arrow_meta.clone())
     }
 
-    fn selection(&self, rows: &[u32]) -> RowSelection {
+    /// The row groups holding `rows` (ascending), with the selection of
+    /// `rows` relative to those row groups only: the reader then never sets
+    /// up pages of row groups it would skip entirely.
+    fn restrict(&self, rows: &[u32]) -> (Vec<usize>, RowSelection) {
+        let meta = self.arrow_meta.metadata();
+        let mut groups = Vec::new();
         let mut selectors = Vec::new();
-        let mut pos = 0u32;
+        let mut start = 0u32;
         let mut i = 0;
-        while i < rows.len() {
-            let start = rows[i];
-            let mut end = start + 1;
-            i += 1;
-            while i < rows.len() && rows[i] == end {
-                end += 1;
+        for (g, rg) in meta.row_groups().iter().enumerate() {
+            let end = start + rg.num_rows() as u32;
+            let from = i;
+            while i < rows.len() && rows[i] < end {
                 i += 1;
             }
-            if start > pos {
-                selectors.push(RowSelector::skip((start - pos) as usize));
+            if i > from {
+                groups.push(g);
+                let mut pos = start;
+                let mut k = from;
+                while k < i {
+                    let run_start = rows[k];
+                    let mut run_end = run_start + 1;
+                    k += 1;
+                    while k < i && rows[k] == run_end {
+                        run_end += 1;
+                        k += 1;
+                    }
+                    if run_start > pos {
+                        selectors.push(RowSelector::skip((run_start - pos) as usize));
+                    }
+                    selectors.push(RowSelector::select((run_end - run_start) as usize));
+                    pos = run_end;
+                }
+                if pos < end {
+                    selectors.push(RowSelector::skip((end - pos) as usize));
+                }
             }
-            selectors.push(RowSelector::select((end - start) as usize));
-            pos = end;
+            start = end;
         }
-        if pos < self.rows() {
-            selectors.push(RowSelector::skip((self.rows() - pos) as usize));
-        }
-        RowSelection::from(selectors)
+        (groups, RowSelection::from(selectors))
     }
 
     /// Decodes the given rows (ascending, unique) into records, in row order.
@@ -163,9 +181,11 @@ impl Part {
             return Ok(Vec::new());
         }
         debug_assert!(rows.windows(2).all(|w| w[0] < w[1]));
+        let (groups, selection) = self.restrict(rows);
         let reader = self
             .builder()
-            .with_row_selection(self.selection(rows))
+            .with_row_groups(groups)
+            .with_row_selection(selection)
             .with_batch_size(rows.len())
             .build()?;
         let mut out = Vec::with_capacity(rows.len());
@@ -181,10 +201,12 @@ impl Part {
             return Ok(Vec::new());
         }
         let mask = ProjectionMask::columns(self.arrow_meta.parquet_schema(), columns.iter().copied());
+        let (groups, selection) = self.restrict(rows);
         let reader = self
             .builder()
             .with_projection(mask)
-            .with_row_selection(self.selection(rows))
+            .with_row_groups(groups)
+            .with_row_selection(selection)
             .with_batch_size(rows.len())
             .build()?;
         reader.map(|b| b.map_err(Error::from)).collect()

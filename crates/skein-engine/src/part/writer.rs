@@ -56,10 +56,29 @@ impl std::io::Write for SinkWriter {
 
 fn properties(signal: Signal, schema: &arrow_schema::Schema, opts: &WriterOptions) -> WriterProperties {
     let col = |name: &str| ColumnPath::from(name);
-    let mut b = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(
-            ZstdLevel::try_new(opts.zstd_level).unwrap_or_default(),
-        ))
+    // zstd only where it pays: the text columns. Parquet builds a codec per
+    // column chunk per read (for zstd, two contexts of hundreds of KB), so a
+    // point read that touches every column must not pay that 24 times.
+    // Elsewhere LZ4 (cheap to set up and decode); random ids not at all.
+    let zstd = Compression::ZSTD(ZstdLevel::try_new(opts.zstd_level).unwrap_or_default());
+    let text: &[&str] = match signal {
+        Signal::Spans => &["attributes", "events", "links", "status_message"],
+        Signal::Logs => &["body", "body_json", "attributes"],
+        Signal::Metrics => &["attributes", "distribution", "exemplars", "metadata"],
+    };
+    let random: &[&str] = match signal {
+        Signal::Spans => &["span_id", "parent_span_id"],
+        Signal::Logs => &["span_id"],
+        Signal::Metrics => &["series_id"],
+    };
+    let mut b = WriterProperties::builder().set_compression(Compression::LZ4_RAW);
+    for c in text {
+        b = b.set_column_compression(col(c), zstd);
+    }
+    for c in random {
+        b = b.set_column_compression(col(c), Compression::UNCOMPRESSED);
+    }
+    let mut b = b
         .set_max_row_group_row_count(Some(opts.row_group_rows))
         .set_data_page_row_count_limit(opts.page_rows)
         .set_write_batch_size(opts.page_rows.min(1024))
@@ -82,7 +101,15 @@ fn properties(signal: Signal, schema: &arrow_schema::Schema, opts: &WriterOption
             "status_message",
         ],
         Signal::Logs => &["trace_id", "span_id", "body", "body_json", "attributes"],
-        Signal::Metrics => &["value_double", "value_int", "sum", "attributes", "series_id", "exemplars", "distribution"],
+        Signal::Metrics => &[
+            "value_double",
+            "value_int",
+            "sum",
+            "attributes",
+            "series_id",
+            "exemplars",
+            "distribution",
+        ],
     };
     for c in no_dict {
         b = b.set_column_dictionary_enabled(col(c), false);
@@ -153,7 +180,7 @@ impl<R: Columnar> PartWriter<R> {
         self.last = Some(sort_key);
         self.meta.min_time = self.meta.min_time.min(sort_key.0);
         self.meta.max_time = self.meta.max_time.max(sort_key.0);
-        self.index.add(&*r, |ix| r.add_stats(ix));
+        self.index.add(&*r);
         self.chunk.push(r);
         if self.chunk.len() >= CHUNK_ROWS {
             self.flush_chunk()?;

@@ -10,8 +10,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use crate::hash::{FastMap, FastSet};
 use super::shadow::{ShadowCache, shadowed_span_rows};
+use crate::hash::{FastMap, FastSet};
 
 use arrow_array::Array;
 use arrow_array::cast::AsArray;
@@ -167,6 +167,16 @@ fn gather_spans(
             Source::Mem(m) => {
                 let m = m.read();
                 let mut ex = SourceExplain::new("hot", None);
+                if shadowed.is_empty()
+                    && let Some((stats, min, max)) = m.stats()
+                    && w.contains(min)
+                    && w.contains(max)
+                {
+                    ex.pruned = Some("answered from hot-tier statistics".into());
+                    add_span_stats(&mut agg, &stats, service, min, max);
+                    explain.add(ex);
+                    continue;
+                }
                 let mut traces: FastMap<&str, FastSet<u128>> = FastMap::default();
                 for row in 0..m.total_rows() {
                     if !m.is_live(row) || shadowed.contains(&row) {
@@ -201,18 +211,7 @@ fn gather_spans(
                 } else if w.covers_part(p) && shadowed.is_empty() {
                     ex.pruned = Some("answered from part statistics".into());
                     explain.parts_from_stats += 1;
-                    for op in &p.index.stats.ops {
-                        if service.is_none_or(|v| v == op.service) {
-                            agg.op(&op.service, &op.name).add_stats(op);
-                        }
-                    }
-                    for st in &p.index.stats.services {
-                        if service.is_none_or(|v| v == st.service) {
-                            *agg.traces.entry(st.service.clone()).or_default() += st.traces;
-                        }
-                    }
-                    agg.min_time = agg.min_time.min(p.meta.min_time);
-                    agg.max_time = agg.max_time.max(p.meta.max_time);
+                    add_span_stats(&mut agg, &p.index.stats, service, p.meta.min_time, p.meta.max_time);
                 } else {
                     scan_part_spans(p, w, service, shadowed, &mut agg, &mut ex)?;
                 }
@@ -221,6 +220,23 @@ fn gather_spans(
         }
     }
     Ok(agg)
+}
+
+/// Adds pre-aggregated statistics (of a part or a hot tier wholly inside
+/// the window) to the aggregate.
+fn add_span_stats(agg: &mut SpanAgg, stats: &crate::part::index::PartStats, service: Option<&str>, min: u64, max: u64) {
+    for op in &stats.ops {
+        if service.is_none_or(|v| v == op.service) {
+            agg.op(&op.service, &op.name).add_stats(op);
+        }
+    }
+    for st in &stats.services {
+        if service.is_none_or(|v| v == st.service) {
+            *agg.traces.entry(st.service.clone()).or_default() += st.traces;
+        }
+    }
+    agg.min_time = agg.min_time.min(min);
+    agg.max_time = agg.max_time.max(max);
 }
 
 fn scan_part_spans(
@@ -451,6 +467,17 @@ fn log_counts(
         match s {
             Source::Mem(m) => {
                 let m = m.read();
+                if let Some((stats, min, max)) = m.stats()
+                    && w.contains(min)
+                    && w.contains(max)
+                {
+                    for (svc, sev, n) in &stats.log_counts {
+                        if service.is_none_or(|v| v == svc) {
+                            add(*sev, *n);
+                        }
+                    }
+                    continue;
+                }
                 for row in 0..m.total_rows() {
                     let l = m.row(row);
                     if m.is_live(row) && w.contains(l.time()) && service.is_none_or(|v| v == l.service_name()) {
@@ -506,6 +533,15 @@ fn metric_counts(
         match s {
             Source::Mem(m) => {
                 let m = m.read();
+                if service.is_none()
+                    && let Some((stats, min, max)) = m.stats()
+                    && w.contains(min)
+                    && w.contains(max)
+                {
+                    series.extend(stats.series.iter().copied());
+                    points += stats.metric_names.iter().map(|(_, n)| n).sum::<u64>();
+                    continue;
+                }
                 for row in 0..m.total_rows() {
                     let p = m.row(row);
                     if m.is_live(row) && w.contains(p.time()) && service.is_none_or(|v| v == p.service_name()) {

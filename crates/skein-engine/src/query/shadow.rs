@@ -22,16 +22,21 @@ use crate::hash::{FastMap, FastSet};
 use crate::hot::MemTable;
 use crate::part::Part;
 
+/// Rows of an older part superseded by a newer one.
+type PairRows = Arc<Vec<u32>>;
+
 /// Superseded rows of older parts, by (older part id, newer part id).
 #[derive(Default)]
 pub struct ShadowCache {
-    pairs: Mutex<FastMap<(u64, u64), Arc<Vec<u32>>>>,
+    pairs: Mutex<FastMap<(u64, u64), PairRows>>,
 }
 
 impl ShadowCache {
     /// Drops entries of parts that no longer exist.
     pub fn retain_parts(&self, live: &FastSet<u64>) {
-        self.pairs.lock().retain(|(a, b), _| live.contains(a) && live.contains(b));
+        self.pairs
+            .lock()
+            .retain(|(a, b), _| live.contains(a) && live.contains(b));
     }
 }
 
@@ -91,40 +96,47 @@ fn part_pair(older: &Part, newer: &Part) -> Result<Vec<u32>> {
 
 /// Rows of `older` holding a span of the hot tier `newer`.
 fn against_hot(older: &Source<Span>, newer: &MemTable<Span>) -> Result<Vec<u32>> {
-    // The hot tier's live spans by trace.
-    let mut hot: FastMap<u128, FastSet<u64>> = FastMap::default();
-    for (t, rows) in newer.traces() {
-        let live: FastSet<u64> = rows
+    let older_mem = match older {
+        Source::Mem(m) => Some(m.read()),
+        Source::Part(_) => None,
+    };
+    let in_older = |t: u128| match (&older_mem, older) {
+        (Some(m), _) => !m.trace_rows(t).is_empty(),
+        (None, Source::Part(p)) => p.index.traces.contains(t),
+        (None, Source::Mem(_)) => false,
+    };
+    // Usually none: a trace's spans mostly arrive together, in one tier.
+    let shared: Vec<u128> = newer.traces().map(|(t, _)| *t).filter(|t| in_older(*t)).collect();
+    if shared.is_empty() {
+        return Ok(Vec::new());
+    }
+    let hot_spans = |t: u128| -> FastSet<u64> {
+        newer
+            .trace_rows(t)
             .iter()
             .filter(|&&r| newer.is_live(r))
             .map(|&r| newer.row(r).span_id.as_u64())
-            .collect();
-        if !live.is_empty() {
-            hot.insert(*t, live);
-        }
-    }
+            .collect()
+    };
     let mut rows = Vec::new();
-    match older {
-        Source::Mem(m) => {
-            let m = m.read();
-            for (t, spans) in &hot {
-                for &r in m.trace_rows(*t) {
+    match (&older_mem, older) {
+        (Some(m), _) => {
+            for &t in &shared {
+                let spans = hot_spans(t);
+                for &r in m.trace_rows(t) {
                     if m.is_live(r) && spans.contains(&m.row(r).span_id.as_u64()) {
                         rows.push(r);
                     }
                 }
             }
         }
-        Source::Part(p) => {
-            let shared: Vec<u128> = hot.keys().copied().filter(|t| p.index.traces.contains(*t)).collect();
-            if shared.is_empty() {
-                return Ok(rows);
-            }
+        (None, Source::Part(p)) => {
             for (t, spans) in part_spans(p, &shared)? {
-                let Some(newer_spans) = hot.get(&t) else { continue };
+                let newer_spans = hot_spans(t);
                 rows.extend(spans.iter().filter(|(s, _)| newer_spans.contains(s)).map(|(_, r)| *r));
             }
         }
+        (None, Source::Mem(_)) => {}
     }
     Ok(rows)
 }

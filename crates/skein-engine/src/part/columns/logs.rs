@@ -114,10 +114,6 @@ impl Columnar for LogRecord {
         Ok(RecordBatch::try_new(SCHEMA.clone(), cols)?)
     }
 
-    fn add_stats(&self, ix: &mut crate::part::index::IndexBuilder) {
-        ix.log_stats(self);
-    }
-
     fn from_batch(batch: &RecordBatch) -> Result<Vec<LogRecord>> {
         let c = Cols::new(batch);
         let time = c.ts("time_unix_nano")?;

@@ -287,10 +287,6 @@ impl Columnar for MetricPoint {
         Ok(RecordBatch::try_new(SCHEMA.clone(), cols)?)
     }
 
-    fn add_stats(&self, ix: &mut crate::part::index::IndexBuilder) {
-        ix.metric_stats(self);
-    }
-
     fn from_batch(batch: &RecordBatch) -> Result<Vec<MetricPoint>> {
         let c = Cols::new(batch);
         let time = c.ts("time_unix_nano")?;

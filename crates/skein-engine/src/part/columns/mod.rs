@@ -36,8 +36,6 @@ pub trait Columnar: Record {
     fn schema() -> SchemaRef;
     fn to_batch(rows: &[&Self]) -> Result<RecordBatch>;
     fn from_batch(batch: &RecordBatch) -> Result<Vec<Self>>;
-    /// Adds this record to its part's pre-aggregated statistics.
-    fn add_stats(&self, ix: &mut crate::part::index::IndexBuilder);
 }
 
 pub(crate) fn ts_type() -> DataType {

@@ -149,10 +149,6 @@ impl Columnar for Span {
         Ok(RecordBatch::try_new(SCHEMA.clone(), cols)?)
     }
 
-    fn add_stats(&self, ix: &mut crate::part::index::IndexBuilder) {
-        ix.span_stats(self);
-    }
-
     fn from_batch(batch: &RecordBatch) -> Result<Vec<Span>> {
         let c = Cols::new(batch);
         let trace_id = c.fixed("trace_id")?;

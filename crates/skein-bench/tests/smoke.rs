@@ -1,0 +1,60 @@
+//! The benchmark harness end to end on a small corpus with the debug build:
+//! `e2e` at 20k spans and `ladder` up to 100k rows, checking that every
+//! answer was verified and the report is complete.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The `skein` binary of the same build (cargo builds every binary of the
+/// workspace before running tests).
+fn skein_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(|d| d.parent()).unwrap();
+    let bin = dir.join("skein");
+    assert!(bin.exists(), "{} not built: run cargo test --workspace", bin.display());
+    bin
+}
+
+fn bench(args: &[&str]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_skein-bench")).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "skein-bench {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn e2e_and_ladder_write_a_complete_verified_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let skein = skein_bin();
+    let skein = skein.to_str().unwrap();
+    bench(&["e2e", "--skein-bin", skein, "--spans", "20000", "--out", out, "--trace-queries", "20", "--attr-queries", "20"]);
+    bench(&["ladder", "--skein-bin", skein, "--min-level", "100k", "--max-level", "100k", "--out", out]);
+
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("benchmarks.json")).unwrap()).unwrap();
+    let e2e = &json["e2e"];
+    assert_eq!(e2e["corpus"]["spans"], 20000);
+    assert!(e2e["results"]["ingest"]["spans_per_sec"].as_f64().unwrap() > 0.0);
+    assert_eq!(e2e["results"]["ingest"]["errors"], 0);
+    for q in ["trace_by_id", "attribute_filter", "services", "summarize", "duration_filter", "logs_severity", "logs_body", "cli_get_trace"] {
+        let samples = e2e["results"]["queries"][q]["samples"].as_u64().unwrap_or(0);
+        assert!(samples > 0, "query {q} has no verified samples: {}", e2e["results"]["queries"]);
+    }
+    assert!(e2e["results"]["disk"]["bytes_on_disk"].as_u64().unwrap() > 0);
+    assert!(e2e["results"]["server"]["peak_rss_mib"].as_f64().unwrap() > 0.0);
+    for key in ["cpu", "cores", "kernel", "git_commit", "command", "load_before", "load_after"] {
+        assert!(!e2e["machine"][key].is_null(), "machine.{key} missing");
+    }
+    let ladder = &json["ladder"];
+    let level = &ladder["levels"][0];
+    assert_eq!(level["rows"], 100_000);
+    assert_eq!(level["queries"].as_array().unwrap().len(), 6);
+
+    let md = std::fs::read_to_string(dir.path().join("BENCHMARKS.md")).unwrap();
+    for section in ["## End to end", "## Read-cliff ladder", "trace by id", "attribute filter", "Machine:"] {
+        assert!(md.contains(section), "BENCHMARKS.md lacks {section:?}");
+    }
+}

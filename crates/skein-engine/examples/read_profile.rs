@@ -1,0 +1,46 @@
+//! Profiles point reads on one compacted part of the canonical corpus:
+//! `cargo run --release --example read_profile [get|search]`.
+
+use std::time::Instant;
+
+use skein_engine::{AttrFilter, AttrScope, Engine, EngineOptions, SpanQuery};
+use skein_model::corpus::Corpus;
+
+fn main() {
+    let what = std::env::args().nth(1).unwrap_or_else(|| "get".into());
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = EngineOptions::new(dir.path());
+    o.background = false;
+    o.durability = skein_engine::Durability::None;
+    let e = Engine::open(o).unwrap();
+    let c = Corpus::new(1_000_000, 1_767_225_600_000_000_000);
+    for b in 0..c.traces / 1000 {
+        e.ingest_spans(c.spans(b * 1000..(b + 1) * 1000)).unwrap();
+        if b % 20 == 19 {
+            e.flush().unwrap();
+        }
+    }
+    e.flush().unwrap();
+    e.compact().unwrap();
+    println!("parts {}", e.stats().parts);
+    let t = Instant::now();
+    let n: u64 = std::env::var("N").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
+    for i in 0..n {
+        if what == "get" {
+            let r = e.get_trace(c.trace_id(i * 7919 % c.traces)).unwrap();
+            assert_eq!(r.spans.len(), 10);
+        } else {
+            let q = SpanQuery {
+                attributes: vec![AttrFilter::eq(
+                    AttrScope::Record,
+                    "benchmark.group",
+                    format!("group-{}", i % 100),
+                )],
+                limit: 100,
+                ..Default::default()
+            };
+            assert_eq!(e.search_spans(&q).unwrap().records.len(), 100);
+        }
+    }
+    println!("{what}: {:?} each", t.elapsed() / n as u32);
+}
