@@ -16,7 +16,10 @@ fn skein_bin() -> PathBuf {
 }
 
 fn bench(args: &[&str]) {
-    let out = Command::new(env!("CARGO_BIN_EXE_skein-bench")).args(args).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_skein-bench"))
+        .args(args)
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "skein-bench {args:?} failed:\n{}",
@@ -30,8 +33,30 @@ fn e2e_and_ladder_write_a_complete_verified_report() {
     let out = dir.path().to_str().unwrap();
     let skein = skein_bin();
     let skein = skein.to_str().unwrap();
-    bench(&["e2e", "--skein-bin", skein, "--spans", "20000", "--out", out, "--trace-queries", "20", "--attr-queries", "20"]);
-    bench(&["ladder", "--skein-bin", skein, "--min-level", "100k", "--max-level", "100k", "--out", out]);
+    bench(&[
+        "e2e",
+        "--skein-bin",
+        skein,
+        "--spans",
+        "20000",
+        "--out",
+        out,
+        "--trace-queries",
+        "20",
+        "--attr-queries",
+        "20",
+    ]);
+    bench(&[
+        "ladder",
+        "--skein-bin",
+        skein,
+        "--min-level",
+        "100k",
+        "--max-level",
+        "100k",
+        "--out",
+        out,
+    ]);
 
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("benchmarks.json")).unwrap()).unwrap();
@@ -39,13 +64,34 @@ fn e2e_and_ladder_write_a_complete_verified_report() {
     assert_eq!(e2e["corpus"]["spans"], 20000);
     assert!(e2e["results"]["ingest"]["spans_per_sec"].as_f64().unwrap() > 0.0);
     assert_eq!(e2e["results"]["ingest"]["errors"], 0);
-    for q in ["trace_by_id", "attribute_filter", "services", "summarize", "duration_filter", "logs_severity", "logs_body", "cli_get_trace"] {
+    for q in [
+        "trace_by_id",
+        "attribute_filter",
+        "services",
+        "summarize",
+        "duration_filter",
+        "logs_severity",
+        "logs_body",
+        "cli_get_trace",
+    ] {
         let samples = e2e["results"]["queries"][q]["samples"].as_u64().unwrap_or(0);
-        assert!(samples > 0, "query {q} has no verified samples: {}", e2e["results"]["queries"]);
+        assert!(
+            samples > 0,
+            "query {q} has no verified samples: {}",
+            e2e["results"]["queries"]
+        );
     }
     assert!(e2e["results"]["disk"]["bytes_on_disk"].as_u64().unwrap() > 0);
     assert!(e2e["results"]["server"]["peak_rss_mib"].as_f64().unwrap() > 0.0);
-    for key in ["cpu", "cores", "kernel", "git_commit", "command", "load_before", "load_after"] {
+    for key in [
+        "cpu",
+        "cores",
+        "kernel",
+        "git_commit",
+        "command",
+        "load_before",
+        "load_after",
+    ] {
         assert!(!e2e["machine"][key].is_null(), "machine.{key} missing");
     }
     let ladder = &json["ladder"];
@@ -54,7 +100,13 @@ fn e2e_and_ladder_write_a_complete_verified_report() {
     assert_eq!(level["queries"].as_array().unwrap().len(), 6);
 
     let md = std::fs::read_to_string(dir.path().join("BENCHMARKS.md")).unwrap();
-    for section in ["## End to end", "## Read-cliff ladder", "trace by id", "attribute filter", "Machine:"] {
+    for section in [
+        "## End to end",
+        "## Read-cliff ladder",
+        "trace by id",
+        "attribute filter",
+        "Machine:",
+    ] {
         assert!(md.contains(section), "BENCHMARKS.md lacks {section:?}");
     }
 }
