@@ -43,6 +43,13 @@ pub struct E2eArgs {
     /// verification of answers, which needs Skein's API).
     #[arg(long)]
     pub target: Option<String>,
+    /// Extra `skein serve` flags, e.g. --server-arg=--hot-max-bytes=32MiB.
+    #[arg(long = "server-arg", allow_hyphen_values = true)]
+    pub server_args: Vec<String>,
+    /// Seconds of steady load at half the measured ingest rate, for request
+    /// latency below saturation (0 to skip).
+    #[arg(long, default_value_t = 10.0)]
+    pub paced_seconds: f64,
     /// Trace lookups / attribute searches in the query phase.
     #[arg(long, default_value_t = 200)]
     pub trace_queries: usize,
@@ -214,6 +221,7 @@ pub fn run(args: &E2eArgs) -> Result<(), String> {
     // Everything acknowledged must be queryable; then let compaction settle.
     let stats = wait_stored(&server, exp.spans, exp.logs)?;
     let parts_after_ingest = stats["parts"].as_u64().unwrap_or(0);
+    let peak_ingest = server.peak_rss_bytes();
     let stats = wait_settled(&server)?;
     let parts_after_compaction = stats["parts"].as_u64().unwrap_or(0);
 
@@ -222,11 +230,38 @@ pub fn run(args: &E2eArgs) -> Result<(), String> {
     let disk = server_disk(&server, &stats, &exp);
     let peak = server.peak_rss_bytes();
     let rss = server.rss_bytes();
+    // Latency under a steady half of the measured rate, on fresh traces
+    // (after the verified queries, so their counts are unaffected).
+    let half_rate = ingest.records_per_sec() / 2.0;
+    let paced = if args.paced_seconds > 0.0 {
+        let n_req = ((half_rate * args.paced_seconds) / args.batch as f64).ceil() as u64 + 4;
+        let pb = bar(n_req * args.batch, "encoding paced load");
+        let mut paced_payloads = Vec::new();
+        for r in 0..n_req {
+            let t0 = corpus.traces + r * batch_traces;
+            paced_payloads.push(load::encode(
+                Protocol::OtlpHttpProtobuf,
+                &corpus.spans(t0..t0 + batch_traces),
+            ));
+            pb.inc(args.batch);
+        }
+        pb.finish_and_clear();
+        let r = load::run_paced(
+            &target,
+            Arc::new(paced_payloads),
+            args.clients,
+            half_rate / args.batch as f64,
+            Duration::from_secs_f64(args.paced_seconds),
+        )?;
+        json!({"target_spans_per_sec": half_rate, "spans_per_sec": r.records_per_sec(), "latency": r.latencies.summary(), "errors": r.errors})
+    } else {
+        Value::Null
+    };
     server.stop()?;
 
     let result = json!({
         "machine": machine.finish(),
-        "params": {"clients": args.clients, "batch": args.batch, "durability": args.durability, "skein_bin": args.skein_bin},
+        "params": {"clients": args.clients, "batch": args.batch, "durability": args.durability, "skein_bin": args.skein_bin, "server_args": args.server_args},
         "corpus": corpus_json(&corpus, logs_n),
         "results": {
             "ingest": ingest_json(&ingest),
@@ -234,6 +269,7 @@ pub fn run(args: &E2eArgs) -> Result<(), String> {
             "disk": disk,
             "server": {
                 "peak_rss_mib": peak as f64 / 1048576.0,
+                "peak_rss_ingest_mib": peak_ingest as f64 / 1048576.0,
                 "rss_mib": rss as f64 / 1048576.0,
                 "wal_fsyncs": stats["wal_fsyncs"],
                 "wal_appends": stats["wal_appends"],
@@ -242,6 +278,7 @@ pub fn run(args: &E2eArgs) -> Result<(), String> {
             },
             "parts": {"after_ingest": parts_after_ingest, "after_compaction": parts_after_compaction},
             "queries": queries,
+            "paced_half_rate": paced,
         },
     });
     crate::report::write(&args.out, "e2e", result)?;

@@ -275,3 +275,71 @@ pub fn run(
         Ok(result)
     })
 }
+
+/// Sends `payloads` at a steady `requests_per_sec` spread over `clients`
+/// (open loop: a slow response does not slow the schedule), for at most
+/// `duration`; latency is measured per request.
+pub fn run_paced(
+    target: &Target,
+    payloads: Arc<Vec<Payload>>,
+    clients: usize,
+    requests_per_sec: f64,
+    duration: Duration,
+) -> Result<LoadResult, String> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async move {
+        let next = Arc::new(AtomicUsize::new(0));
+        let started = Instant::now();
+        let per_client = Duration::from_secs_f64(clients as f64 / requests_per_sec.max(0.001));
+        let mut tasks = Vec::new();
+        for c in 0..clients {
+            let (next, payloads, target) = (next.clone(), payloads.clone(), target.clone());
+            tasks.push(tokio::spawn(async move {
+                let http = reqwest::Client::new();
+                let mut tick = tokio::time::interval_at(
+                    tokio::time::Instant::now() + per_client.mul_f64(c as f64 / clients as f64),
+                    per_client,
+                );
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+                let mut r = LoadResult::default();
+                while started.elapsed() < duration {
+                    tick.tick().await;
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(p) = payloads.get(i) else { break };
+                    let t = Instant::now();
+                    let ok = http
+                        .post(format!("{}/v1/traces", target.otlp_http))
+                        .header("content-type", "application/x-protobuf")
+                        .body(p.body.clone())
+                        .send()
+                        .await
+                        .is_ok_and(|resp| resp.status().is_success());
+                    r.latencies.push(t.elapsed());
+                    r.requests += 1;
+                    if ok {
+                        r.records += p.records;
+                        r.bytes += p.body.len() as u64;
+                    } else {
+                        r.errors += 1;
+                    }
+                }
+                r
+            }));
+        }
+        let mut total = LoadResult::default();
+        for t in tasks {
+            let r = t.await.map_err(|e| e.to_string())?;
+            total.requests += r.requests;
+            total.records += r.records;
+            total.bytes += r.bytes;
+            total.errors += r.errors;
+            total.latencies.extend(r.latencies);
+        }
+        total.elapsed = started.elapsed();
+        Ok(total)
+    })
+}

@@ -109,6 +109,14 @@ fn render_e2e(v: &Value) -> String {
         ),
         ("log ingest (records/s)", thousands(&r["log_ingest"]["records_per_sec"])),
         (
+            "request p50 / p99 at half that rate (ms)",
+            format!(
+                "{} / {}",
+                f(&r["paced_half_rate"]["latency"]["p50_ms"], 2),
+                f(&r["paced_half_rate"]["latency"]["p99_ms"], 2)
+            ),
+        ),
+        (
             "bytes on disk (after compaction)",
             thousands(&r["disk"]["bytes_on_disk"]),
         ),
@@ -120,7 +128,11 @@ fn render_e2e(v: &Value) -> String {
             "bytes per record (everything on disk)",
             f(&r["disk"]["bytes_per_record"], 1),
         ),
-        ("server peak RSS (MiB)", f(&r["server"]["peak_rss_mib"], 1)),
+        ("server peak RSS, whole run (MiB)", f(&r["server"]["peak_rss_mib"], 1)),
+        (
+            "server peak RSS during ingest (MiB)",
+            f(&r["server"]["peak_rss_ingest_mib"], 1),
+        ),
         ("server RSS after queries (MiB)", f(&r["server"]["rss_mib"], 1)),
         ("WAL fsyncs (group commits)", thousands(&r["server"]["wal_fsyncs"])),
         ("WAL appends", thousands(&r["server"]["wal_appends"])),

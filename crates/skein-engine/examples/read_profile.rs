@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use skein_engine::part::WriterOptions;
 use skein_engine::{AttrFilter, AttrScope, Engine, EngineOptions, SpanQuery};
 use skein_model::corpus::Corpus;
 
@@ -12,6 +13,12 @@ fn main() {
     let mut o = EngineOptions::new(dir.path());
     o.background = false;
     o.durability = skein_engine::Durability::None;
+    if let Some(rows) = std::env::var("PAGE_ROWS").ok().and_then(|v| v.parse().ok()) {
+        o.writer = WriterOptions {
+            page_rows: rows,
+            ..WriterOptions::default()
+        };
+    }
     let e = Engine::open(o).unwrap();
     let c = Corpus::new(1_000_000, 1_767_225_600_000_000_000);
     for b in 0..c.traces / 1000 {
@@ -22,7 +29,8 @@ fn main() {
     }
     e.flush().unwrap();
     e.compact().unwrap();
-    println!("parts {}", e.stats().parts);
+    let st = e.stats();
+    println!("parts {}, {:.1} bytes/span", st.parts, st.part_bytes as f64 / 1e6);
     let t = Instant::now();
     let n: u64 = std::env::var("N").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
     for i in 0..n {
