@@ -163,10 +163,11 @@ pub fn run(args: &E2eArgs) -> Result<(), String> {
 
     let server = match &args.target {
         Some(_) => None,
-        None => Some(SkeinProcess::start(
-            &args.skein_bin,
-            &["--durability".into(), args.durability.clone()],
-        )?),
+        None => {
+            let mut flags = vec!["--durability".to_string(), args.durability.clone()];
+            flags.extend(args.server_args.iter().cloned());
+            Some(SkeinProcess::start(&args.skein_bin, &flags)?)
+        }
     };
     let target = match (&server, &args.target) {
         (Some(s), _) => Target {

@@ -33,6 +33,28 @@ pub struct EngineArgs {
     pub dir: Option<PathBuf>,
     #[arg(long, default_value = ".")]
     pub out: PathBuf,
+    /// Skip the memory probe (a child process that ingests and compacts
+    /// the corpus on its own, so its peak RSS is the engine's alone).
+    #[arg(long)]
+    pub no_memory_probe: bool,
+}
+
+/// Arguments of the memory probe child (`skein-bench engine-memory`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct MemoryArgs {
+    #[arg(long, default_value_t = 1_000_000)]
+    pub spans: u64,
+    #[arg(long, default_value_t = 1000)]
+    pub batch: u64,
+    #[arg(long, default_value_t = 4)]
+    pub writers: usize,
+    #[arg(long, default_value = "fsync")]
+    pub durability: String,
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Only reopen `dir` and report resident memory.
+    #[arg(long)]
+    pub reopen: bool,
 }
 
 fn open(dir: &std::path::Path, durability: &str) -> Result<Engine, String> {
@@ -52,6 +74,14 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
+    // First, in a child process of its own, the engine's peak memory: the
+    // throughput run below holds the whole corpus in memory, which would
+    // swamp the engine's own footprint.
+    let memory = if args.no_memory_probe {
+        serde_json::Value::Null
+    } else {
+        memory_probe(args)?
+    };
     let corpus = Corpus::new(args.spans, now);
     let per = (args.batch / corpus.spans_per_trace).max(1);
     let pb = bar(corpus.span_count(), "generating batches");
@@ -121,7 +151,9 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
             "wal_fsyncs": fsyncs,
             "bytes_per_span": part_bytes as f64 / corpus.span_count() as f64,
             "span_part_bytes": part_bytes,
-            "peak_rss_mib": crate::server::proc_status_kib(std::process::id(), "VmHWM:") as f64 / 1024.0,
+            "peak_rss_mib": memory["peak_rss_mib"],
+            "memory_probe": memory,
+            "bench_process_peak_rss_mib": crate::server::proc_status_kib(std::process::id(), "VmHWM:") as f64 / 1024.0,
             "restart_rss_mib": rss as f64 / 1048576.0,
             "index_memory_bytes": st.index_memory_bytes,
             "index_mib_per_million": st.index_memory_bytes as f64 / 1048576.0 / (corpus.span_count() as f64 / 1e6),
@@ -132,6 +164,118 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
         },
     });
     crate::report::write(&args.out, "engine", result)
+}
+
+/// Runs the memory probe: `skein-bench engine-memory` twice, on one temp
+/// data dir — ingest + compaction, then a fresh process that only reopens
+/// it — and returns both reports.
+fn memory_probe(args: &EngineArgs) -> Result<serde_json::Value, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
+    let tmp = tempfile::Builder::new()
+        .prefix("skein-engine-memory-")
+        .tempdir()
+        .map_err(|e| e.to_string())?;
+    let dir = tmp.path().join("data");
+    let run = |reopen: bool| -> Result<serde_json::Value, String> {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.arg("engine-memory")
+            .arg("--dir")
+            .arg(&dir)
+            .args(["--spans", &args.spans.to_string()])
+            .args(["--batch", &args.batch.to_string()])
+            .args(["--writers", &args.writers.to_string()])
+            .args(["--durability", &args.durability])
+            .stderr(std::process::Stdio::inherit());
+        if reopen {
+            cmd.arg("--reopen");
+        }
+        let out = cmd.output().map_err(|e| format!("memory probe: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("memory probe failed: {}", out.status));
+        }
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("memory probe output: {e}"))
+    };
+    eprintln!(
+        "memory probe: ingest + compaction of {} spans in a child process",
+        args.spans
+    );
+    let mut v = run(false)?;
+    let reopened = run(true)?;
+    v["restart_rss_mib"] = reopened["rss_mib"].clone();
+    v["restart_index_memory_bytes"] = reopened["index_memory_bytes"].clone();
+    v["restart_ms"] = reopened["open_ms"].clone();
+    Ok(v)
+}
+
+/// The memory probe itself. Without `--reopen`: a fresh engine ingests the
+/// corpus, each writer generating its batches as it goes (so at most
+/// `writers` batches exist outside the engine), then flushes and compacts
+/// to one part, and prints the process's peak RSS (VmHWM). With
+/// `--reopen`: opens the data dir and prints the resident memory then.
+pub fn memory(args: &MemoryArgs) -> Result<(), String> {
+    let self_kib = |key| crate::server::proc_status_kib(std::process::id(), key);
+    let baseline_kib = self_kib("VmRSS:");
+    if args.reopen {
+        let t = Instant::now();
+        let engine = open(&args.dir, &args.durability)?;
+        let open_ms = t.elapsed().as_secs_f64() * 1000.0;
+        let st = engine.stats();
+        println!(
+            "{}",
+            json!({
+                "baseline_rss_mib": baseline_kib as f64 / 1024.0,
+                "rss_mib": self_kib("VmRSS:") as f64 / 1024.0,
+                "index_memory_bytes": st.index_memory_bytes,
+                "spans": st.spans,
+                "open_ms": open_ms,
+            })
+        );
+        return Ok(());
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let corpus = Arc::new(Corpus::new(args.spans, now));
+    let per = (args.batch / corpus.spans_per_trace).max(1);
+    let batches = corpus.traces.div_ceil(per);
+    let engine = Arc::new(open(&args.dir, &args.durability)?);
+    let next = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = (0..args.writers)
+        .map(|_| {
+            let (engine, next, corpus) = (engine.clone(), next.clone(), corpus.clone());
+            std::thread::spawn(move || -> Result<(), String> {
+                loop {
+                    let b = next.fetch_add(1, Ordering::Relaxed) as u64;
+                    if b >= batches {
+                        return Ok(());
+                    }
+                    let spans = corpus.spans(b * per..((b + 1) * per).min(corpus.traces));
+                    let r = engine.ingest_spans(spans).map_err(|e| e.to_string())?;
+                    if r.rejected > 0 {
+                        return Err(format!("rejected: {:?}", r.errors));
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().map_err(|_| "writer panicked".to_string())??;
+    }
+    let after_ingest_kib = self_kib("VmHWM:");
+    engine.flush().map_err(|e| e.to_string())?;
+    engine.compact().map_err(|e| e.to_string())?;
+    let st = engine.stats();
+    engine.close().map_err(|e| e.to_string())?;
+    let v = json!({
+        "spans": corpus.span_count(),
+        "baseline_rss_mib": baseline_kib as f64 / 1024.0,
+        "peak_rss_ingest_mib": after_ingest_kib as f64 / 1024.0,
+        "peak_rss_mib": self_kib("VmHWM:") as f64 / 1024.0,
+        "parts_after_compaction": st.parts,
+    });
+    println!("{v}");
+    Ok(())
 }
 
 fn measure_queries(engine: &Engine, c: &Corpus) -> Result<serde_json::Value, String> {

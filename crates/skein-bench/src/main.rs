@@ -40,6 +40,9 @@ enum Mode {
     Ladder(ladder::LadderArgs),
     /// The storage engine in process: ingest, disk, memory, queries.
     Engine(engine_mode::EngineArgs),
+    /// (Internal) the engine's memory probe, run by `engine` as a child.
+    #[command(hide = true)]
+    EngineMemory(engine_mode::MemoryArgs),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
         Mode::IngestMatrix(a) => matrix::run(a),
         Mode::Ladder(a) => ladder::run(a),
         Mode::Engine(a) => engine_mode::run(a),
+        Mode::EngineMemory(a) => engine_mode::memory(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -227,8 +227,18 @@ fn render_engine(v: &Value) -> String {
         ("ingest (spans/s)", thousands(&r["ingest_spans_per_sec"])),
         ("WAL fsyncs during ingest", thousands(&r["wal_fsyncs"])),
         ("on-disk bytes per span after compaction", f(&r["bytes_per_span"], 1)),
-        ("peak RSS, ingest + compaction (MiB)", f(&r["peak_rss_mib"], 1)),
-        ("RSS after restart (MiB)", f(&r["restart_rss_mib"], 1)),
+        (
+            "peak RSS, ingest + compaction (MiB; probe process)",
+            f(&r["memory_probe"]["peak_rss_mib"], 1),
+        ),
+        (
+            "peak RSS during ingest only (MiB; probe process)",
+            f(&r["memory_probe"]["peak_rss_ingest_mib"], 1),
+        ),
+        (
+            "RSS after restart (MiB; probe process)",
+            f(&r["memory_probe"]["restart_rss_mib"], 1),
+        ),
         (
             "index memory after restart (MiB per million spans)",
             f(&r["index_mib_per_million"], 1),

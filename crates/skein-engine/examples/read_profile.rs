@@ -19,6 +19,9 @@ fn main() {
             ..WriterOptions::default()
         };
     }
+    if let Some(bytes) = std::env::var("PAGE_CACHE").ok().and_then(|v| v.parse().ok()) {
+        o.page_cache_bytes = bytes;
+    }
     let e = Engine::open(o).unwrap();
     let c = Corpus::new(1_000_000, 1_767_225_600_000_000_000);
     for b in 0..c.traces / 1000 {
@@ -50,5 +53,9 @@ fn main() {
             assert_eq!(e.search_spans(&q).unwrap().records.len(), 100);
         }
     }
-    println!("{what}: {:?} each", t.elapsed() / n as u32);
+    println!(
+        "{what}: {:?} each; page cache {:?}",
+        t.elapsed() / n as u32,
+        e.stats().page_cache
+    );
 }

@@ -260,3 +260,128 @@ fn logs_and_metrics_are_stored_searched_and_summarised() {
     assert_eq!(s.metric_series, 15, "5 metrics x 3 hosts");
     assert_eq!(s.logs_by_severity.get("error"), Some(&50));
 }
+
+#[test]
+fn page_cache_serves_repeated_reads_without_changing_answers() {
+    // Small pages and row groups, so reads cross many pages and groups; one
+    // engine without a cache, one with a roomy cache, one with a cache too
+    // small to hold a page for long (constant eviction).
+    let corpus = Corpus::with_shape(2000, 10, 5, 20, testdata::END_NS);
+    let open = |dir: &std::path::Path, cache: u64| {
+        let mut o = opts(dir);
+        o.page_cache_bytes = cache;
+        o.writer.page_rows = 64;
+        o.writer.row_group_rows = 4096;
+        let e = Engine::open(o).unwrap();
+        for b in 0..4 {
+            e.ingest_spans(corpus.spans(b * 500..(b + 1) * 500)).unwrap();
+            e.flush().unwrap();
+        }
+        e.compact().unwrap();
+        e
+    };
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let engines = [
+        open(dirs[0].path(), 0),
+        open(dirs[1].path(), 64 << 20),
+        open(dirs[2].path(), 2 << 10),
+    ];
+    assert_eq!(engines[0].stats().page_cache.capacity_bytes, 0);
+    for round in 0..2 {
+        for t in (0..2000).step_by(97) {
+            let mut want = corpus.trace(t);
+            want.sort_by_key(|s| (s.start_time_unix_nano, s.span_id));
+            for (i, e) in engines.iter().enumerate() {
+                let got: Vec<Span> = e
+                    .get_trace(corpus.trace_id(t))
+                    .unwrap()
+                    .spans
+                    .iter()
+                    .map(|s| (**s).clone())
+                    .collect();
+                assert_eq!(got, want, "trace {t}, engine {i}, round {round}");
+            }
+        }
+        for g in 0..20 {
+            let q = SpanQuery {
+                attributes: vec![AttrFilter::eq(
+                    AttrScope::Record,
+                    "benchmark.group",
+                    format!("group-{g}"),
+                )],
+                limit: 37,
+                ..Default::default()
+            };
+            let want: Vec<Span> = engines[0]
+                .search_spans(&q)
+                .unwrap()
+                .records
+                .iter()
+                .map(|s| (**s).clone())
+                .collect();
+            assert_eq!(want.len(), 37);
+            for e in &engines[1..] {
+                let got: Vec<Span> = e
+                    .search_spans(&q)
+                    .unwrap()
+                    .records
+                    .iter()
+                    .map(|s| (**s).clone())
+                    .collect();
+                assert_eq!(got, want, "group {g}, round {round}");
+            }
+        }
+    }
+    let roomy = engines[1].stats().page_cache;
+    assert!(
+        roomy.hits > roomy.misses,
+        "repeated reads are served from the cache: {roomy:?}"
+    );
+    assert!(roomy.bytes > 0 && roomy.bytes <= roomy.capacity_bytes);
+    let tiny = engines[2].stats().page_cache;
+    assert!(tiny.bytes <= tiny.capacity_bytes, "{tiny:?}");
+    assert!(tiny.misses > roomy.misses, "a tiny cache evicts: {tiny:?} vs {roomy:?}");
+    let off = engines[0].stats().page_cache;
+    assert_eq!((off.hits, off.misses), (0, 0));
+}
+
+#[test]
+fn flushed_parts_carry_the_hot_tiers_statistics_exactly() {
+    // A flush hands the hot tier's statistics to the part instead of
+    // recomputing them; rebuilding the sidecar from the Parquet file
+    // recomputes them row by row, and every aggregate must agree.
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = Corpus::with_shape(300, 10, 6, 10, testdata::END_NS);
+    let logs = testdata::logs(500);
+    let aggregates = |e: &Engine| {
+        let (services, _) = e.services(Window::ALL).unwrap();
+        let (ops, _) = e.operations(None, Window::ALL).unwrap();
+        let (summary, _) = e.summary(Window::ALL, None).unwrap();
+        serde_json::to_value((services, ops, summary)).unwrap()
+    };
+    let before = {
+        let e = Engine::open(opts(dir.path())).unwrap();
+        e.ingest_spans(corpus.spans(0..150)).unwrap();
+        e.ingest_logs(logs.clone()).unwrap();
+        e.flush().unwrap();
+        e.ingest_spans(corpus.spans(150..300)).unwrap();
+        e.flush().unwrap();
+        assert_eq!(e.stats().hot_records, 0);
+        let v = aggregates(&e);
+        e.close().unwrap();
+        v
+    };
+    let mut removed = 0;
+    for sig in ["spans", "logs"] {
+        for f in std::fs::read_dir(dir.path().join("parts").join(sig)).unwrap() {
+            let p = f.unwrap().path();
+            if p.extension().is_some_and(|x| x == "idx") {
+                std::fs::remove_file(p).unwrap();
+                removed += 1;
+            }
+        }
+    }
+    assert_eq!(removed, 3, "two span parts and one log part");
+    let e = Engine::open(opts(dir.path())).unwrap();
+    assert_eq!(aggregates(&e), before);
+}

@@ -22,6 +22,8 @@ pub struct ServerConfig {
     pub max_inflight_bytes: usize,
     /// Hot-tier size before it is written to a part.
     pub hot_max_bytes: usize,
+    /// Decompressed Parquet pages cached for point reads (0: off).
+    pub page_cache_bytes: usize,
     pub wal_salvage: bool,
     /// How long shutdown waits for in-flight requests.
     #[serde(with = "secs")]
@@ -43,6 +45,7 @@ impl ServerConfig {
             max_body_bytes: 64 << 20,
             max_inflight_bytes: 64 << 20,
             hot_max_bytes: 64 << 20,
+            page_cache_bytes: 32 << 20,
             wal_salvage: false,
             shutdown_timeout: Duration::from_secs(30),
         }

@@ -244,6 +244,24 @@ impl Metrics {
                 "Time spent compacting.",
                 s.compaction_seconds,
             );
+            gauge(
+                &mut out,
+                "skein_page_cache_bytes",
+                "Decompressed Parquet pages held for point reads.",
+                s.page_cache.bytes as f64,
+            );
+            counter(
+                &mut out,
+                "skein_page_cache_hits_total",
+                "Point-read pages served from the page cache.",
+                s.page_cache.hits as f64,
+            );
+            counter(
+                &mut out,
+                "skein_page_cache_misses_total",
+                "Point-read pages read from disk and decompressed.",
+                s.page_cache.misses as f64,
+            );
         }
         if let Some(rss) = resident_bytes() {
             gauge(

@@ -122,6 +122,7 @@ pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()> + Send
     let mut opts = EngineOptions::new(&config.data_dir);
     opts.durability = config.durability;
     opts.hot_max_bytes = config.hot_max_bytes;
+    opts.page_cache_bytes = config.page_cache_bytes as u64;
     opts.wal_salvage = config.wal_salvage;
     let opened = tokio::task::spawn_blocking(move || Engine::open(opts))
         .await

@@ -43,6 +43,10 @@ pub struct ServeArgs {
     /// Hot-tier size before it is written to a Parquet part [default: 64MiB].
     #[arg(long, env = "SKEIN_HOT_MAX_BYTES", value_name = "SIZE")]
     hot_max_bytes: Option<String>,
+    /// Decompressed Parquet pages kept in memory for trace lookups and
+    /// searches of recent data; 0 turns the cache off [default: 32MiB].
+    #[arg(long, env = "SKEIN_PAGE_CACHE_BYTES", value_name = "SIZE")]
+    page_cache_bytes: Option<String>,
     /// On a corrupt WAL, cut the log at the damage and start (reporting the
     /// loss) instead of refusing to start.
     #[arg(long, env = "SKEIN_WAL_SALVAGE")]
@@ -67,6 +71,7 @@ struct FileConfig {
     max_body_bytes: Option<toml::Value>,
     max_inflight_bytes: Option<toml::Value>,
     hot_max_bytes: Option<toml::Value>,
+    page_cache_bytes: Option<toml::Value>,
     wal_salvage: Option<bool>,
     shutdown_timeout: Option<u64>,
     log: Option<String>,
@@ -167,6 +172,12 @@ fn build_config(args: &ServeArgs) -> Result<(ServerConfig, String), String> {
         &file.hot_max_bytes,
         "hot-max-bytes",
         c.hot_max_bytes,
+    )?;
+    c.page_cache_bytes = size(
+        &args.page_cache_bytes,
+        &file.page_cache_bytes,
+        "page-cache-bytes",
+        c.page_cache_bytes,
     )?;
     c.wal_salvage = args.wal_salvage || file.wal_salvage.unwrap_or(false);
     if let Some(s) = args.shutdown_timeout.or(file.shutdown_timeout) {

@@ -156,7 +156,7 @@ impl Inner {
         };
         let mut writer = PartWriter::<R>::new(self.store.clone(), meta, &self.opts.writer)?;
         merge_into(inputs, &shadowed, &mut writer)?;
-        let output = Arc::new(writer.finish()?);
+        let output = Arc::new(writer.finish()?.with_page_cache(Some(self.page_cache.clone())));
         let ids: HashSet<u64> = inputs.iter().map(|p| p.meta.id).collect();
         {
             let mut st = self.state.write();

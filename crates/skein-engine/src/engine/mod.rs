@@ -36,7 +36,7 @@ use tier::{Frozen, State, Stored, Tier};
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::fsutil::DirLock;
-use crate::part::{PartMeta, PartWriter, WriterOptions};
+use crate::part::{PageCache, PageCacheStats, PartMeta, PartWriter, WriterOptions};
 use crate::query::aggregate::{self, Anomaly, OperationSummary, ServiceSummary, Summary, Window};
 use crate::query::explain::Explain;
 use crate::query::filter::{LogQuery, MetricQuery, SpanQuery};
@@ -65,6 +65,9 @@ pub struct EngineOptions {
     /// Run flush and compaction in background threads. Off, they run only
     /// when `flush`/`compact` are called (deterministic tests).
     pub background: bool,
+    /// Decompressed Parquet pages kept for point reads (trace lookups,
+    /// searches); 0 turns the cache off. Default 32 MiB.
+    pub page_cache_bytes: u64,
 }
 
 impl EngineOptions {
@@ -80,6 +83,7 @@ impl EngineOptions {
             limits: Limits::default(),
             wal_salvage: false,
             background: true,
+            page_cache_bytes: 32 << 20,
         }
     }
 }
@@ -118,6 +122,7 @@ pub struct EngineStats {
     pub wal_fsync_seconds: f64,
     pub wal_appends: u64,
     pub index_memory_bytes: u64,
+    pub page_cache: PageCacheStats,
     pub flushes: u64,
     pub compactions: u64,
     pub compaction_seconds: f64,
@@ -148,6 +153,7 @@ pub(crate) struct Inner {
     compaction_nanos: AtomicU64,
     background_error: Mutex<Option<String>>,
     pub(crate) shadow_cache: crate::query::shadow::ShadowCache,
+    page_cache: Arc<PageCache>,
     compacting: AtomicBool,
 }
 
@@ -467,6 +473,9 @@ impl Inner {
             return Ok(None);
         }
         let rows = table.sorted_live();
+        // The hot tier's statistics, when exact, are the part's: a frozen
+        // tier takes no more writes.
+        let stats = table.stats().map(|(stats, _, _)| stats);
         let meta = PartMeta {
             format_version: crate::part::FORMAT_VERSION,
             signal: R::SIGNAL,
@@ -490,10 +499,13 @@ impl Inner {
                 ..self.opts.writer.clone()
             },
         )?;
+        if let Some(stats) = stats {
+            w = w.with_stats(stats);
+        }
         for r in rows {
             w.push(r)?;
         }
-        Ok(Some(w.finish()?))
+        Ok(Some(w.finish()?.with_page_cache(Some(self.page_cache.clone()))))
     }
 
     fn record_background_error(&self, what: &str, e: Error) {
@@ -582,6 +594,7 @@ impl Inner {
         s.compactions = self.compactions.load(Ordering::Relaxed);
         s.compaction_seconds = self.compaction_nanos.load(Ordering::Relaxed) as f64 / 1e9;
         s.compacting = self.compacting.load(Ordering::Relaxed);
+        s.page_cache = self.page_cache.stats();
         s.next_seq = self.wal.next_seq();
         s
     }

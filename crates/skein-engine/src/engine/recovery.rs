@@ -24,7 +24,7 @@ use super::{EngineOptions, Inner};
 use crate::codec;
 use crate::error::Result;
 use crate::fsutil::{self, DirLock};
-use crate::part::{self, Part};
+use crate::part::{self, PageCache, Part};
 use crate::record::Signal;
 use crate::storage::{LocalStore, PartStore};
 use crate::wal::{Wal, WalRecord};
@@ -37,11 +37,12 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
         &opts.data_dir.join("parts"),
         &["spans", "logs", "metrics"],
     )?);
+    let page_cache = PageCache::new(opts.page_cache_bytes);
     let mut parts: [Vec<Arc<Part>>; 3] = Default::default();
     let mut max_id = 0u64;
-    parts[0] = load_parts::<Span>(&store, &mut max_id)?;
-    parts[1] = load_parts::<LogRecord>(&store, &mut max_id)?;
-    parts[2] = load_parts::<MetricPoint>(&store, &mut max_id)?;
+    parts[0] = load_parts::<Span>(&store, &page_cache, &mut max_id)?;
+    parts[1] = load_parts::<LogRecord>(&store, &page_cache, &mut max_id)?;
+    parts[2] = load_parts::<MetricPoint>(&store, &page_cache, &mut max_id)?;
     let covers: Vec<u64> = parts
         .iter()
         .map(|ps| ps.iter().map(|p| p.meta.covers_seq).max().unwrap_or(0))
@@ -104,6 +105,7 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
         compaction_nanos: AtomicU64::new(0),
         background_error: Mutex::new(None),
         shadow_cache: Default::default(),
+        page_cache,
         compacting: AtomicBool::new(false),
         opts,
     })
@@ -129,7 +131,11 @@ fn replay<R: Stored>(active: &Tier, rec: &WalRecord, floor: u64) -> Result<u64> 
 
 /// Opens every part of a signal, deleting what compaction replaced and
 /// orphaned sidecars; returns them sorted by sequence numbers.
-fn load_parts<R: Stored>(store: &Arc<dyn PartStore>, max_id: &mut u64) -> Result<Vec<Arc<Part>>> {
+fn load_parts<R: Stored>(
+    store: &Arc<dyn PartStore>,
+    page_cache: &Arc<PageCache>,
+    max_id: &mut u64,
+) -> Result<Vec<Arc<Part>>> {
     let mut files: BTreeMap<u64, (bool, bool)> = BTreeMap::new();
     for name in store.list(R::SIGNAL.as_str())? {
         if let Some((_, id, is_parquet)) = part::parse_name(&name) {
@@ -148,7 +154,7 @@ fn load_parts<R: Stored>(store: &Arc<dyn PartStore>, max_id: &mut u64) -> Result
             store.remove(&part::index_name(R::SIGNAL, id))?;
             continue;
         }
-        parts.push(Part::open::<R>(store.clone(), id)?);
+        parts.push(Part::open::<R>(store.clone(), id)?.with_page_cache(Some(page_cache.clone())));
     }
     let replaced: HashSet<u64> = parts.iter().flat_map(|p| p.meta.replaces.iter().copied()).collect();
     let mut kept = Vec::with_capacity(parts.len());

@@ -182,6 +182,9 @@ pub struct IndexBuilder {
     terms_buf: Vec<IndexTerm>,
     term_cache: crate::record::TermCache,
     pub stats: StatsBuilder,
+    /// Statistics supplied whole by the caller (see
+    /// [`IndexBuilder::use_stats`]); rows then add none.
+    given_stats: Option<PartStats>,
 }
 
 /// Pre-aggregated statistics of a set of records, built as they arrive (by
@@ -229,8 +232,17 @@ impl IndexBuilder {
             }
         }
         self.terms_buf = terms;
-        r.add_stats(&mut self.stats);
+        if self.given_stats.is_none() {
+            r.add_stats(&mut self.stats);
+        }
         self.rows += 1;
+    }
+
+    /// Uses `stats` as the statistics of the rows to come instead of
+    /// computing them: the caller vouches they describe exactly those rows
+    /// (a flush hands over the hot tier's, built as the rows arrived).
+    pub fn use_stats(&mut self, stats: PartStats) {
+        self.given_stats = Some(stats);
     }
 
     pub fn rows(&self) -> u32 {
@@ -256,7 +268,10 @@ impl IndexBuilder {
             postings: self.postings,
             unindexed_keys,
             time_marks: self.time_marks,
-            stats: self.stats.snapshot(),
+            stats: match self.given_stats {
+                Some(s) => s,
+                None => self.stats.snapshot(),
+            },
         }
     }
 }

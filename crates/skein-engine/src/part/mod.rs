@@ -8,12 +8,14 @@
 
 pub mod columns;
 pub mod index;
+pub mod page_cache;
 mod reader;
 mod writer;
 
 use serde::{Deserialize, Serialize};
 
 pub use columns::{Columnar, FORMAT_VERSION};
+pub use page_cache::{PageCache, PageCacheStats};
 pub use reader::Part;
 pub use writer::{PartWriter, WriterOptions};
 

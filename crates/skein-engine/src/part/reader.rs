@@ -5,13 +5,15 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection,
+    RowSelector,
 };
+use parquet::arrow::{FieldLevels, ProjectionMask, parquet_to_arrow_field_levels};
 use parquet::file::metadata::PageIndexPolicy;
 
 use super::index::{self, IndexBuilder, PartIndex};
+use super::page_cache::{self, CachedRowGroups, PageCache};
 use super::{Columnar, META_KEY, PartMeta, index_name, parquet_name};
 use crate::error::{Error, Result};
 use crate::storage::{ParquetSource, PartStore};
@@ -21,7 +23,12 @@ pub struct Part {
     pub index: PartIndex,
     source: ParquetSource,
     arrow_meta: ArrowReaderMetadata,
+    /// Arrow decoding of every column, for reads through the page cache.
+    levels: FieldLevels,
     file_bytes: u64,
+    /// The namespace of this part's pages in `page_cache`.
+    instance: u64,
+    page_cache: Option<Arc<PageCache>>,
 }
 
 impl std::fmt::Debug for Part {
@@ -30,13 +37,19 @@ impl std::fmt::Debug for Part {
     }
 }
 
-fn load_metadata(source: &ParquetSource) -> Result<ArrowReaderMetadata> {
+fn load_metadata(source: &ParquetSource) -> Result<(ArrowReaderMetadata, FieldLevels)> {
     // The offset index lets point reads skip to the pages they need; the
     // column index (page min/max) is not used, so it is not kept in memory.
     let opts = ArrowReaderOptions::new()
         .with_offset_index_policy(PageIndexPolicy::Optional)
         .with_column_index_policy(PageIndexPolicy::Skip);
-    Ok(ArrowReaderMetadata::load(source, opts)?)
+    let meta = ArrowReaderMetadata::load(source, opts)?;
+    let levels = parquet_to_arrow_field_levels(
+        meta.parquet_schema(),
+        ProjectionMask::all(),
+        Some(meta.schema().fields()),
+    )?;
+    Ok((meta, levels))
 }
 
 impl Part {
@@ -45,7 +58,7 @@ impl Part {
     pub fn open<R: Columnar>(store: Arc<dyn PartStore>, id: u64) -> Result<Part> {
         let name = parquet_name(R::SIGNAL, id);
         let source = ParquetSource(store.open(&name)?);
-        let arrow_meta = load_metadata(&source)
+        let (arrow_meta, levels) = load_metadata(&source)
             .map_err(|e| Error::corrupt(format!("part {}", store.describe(&name)), e.to_string()))?;
         let meta_json = arrow_meta
             .metadata()
@@ -77,7 +90,10 @@ impl Part {
             index: PartIndex::default(),
             source,
             arrow_meta,
+            levels,
             file_bytes,
+            instance: page_cache::next_instance(),
+            page_cache: None,
         };
         let idx_name = index_name(R::SIGNAL, id);
         let loaded = store.get(&idx_name).and_then(|b| index::decode(&b));
@@ -95,15 +111,24 @@ impl Part {
     pub(crate) fn open_with_index(store: Arc<dyn PartStore>, meta: PartMeta, index: PartIndex) -> Result<Part> {
         let name = parquet_name(meta.signal, meta.id);
         let source = ParquetSource(store.open(&name)?);
-        let arrow_meta = load_metadata(&source)?;
+        let (arrow_meta, levels) = load_metadata(&source)?;
         let file_bytes = source.0.len();
         Ok(Part {
             meta,
             index,
             source,
             arrow_meta,
+            levels,
             file_bytes,
+            instance: page_cache::next_instance(),
+            page_cache: None,
         })
+    }
+
+    /// Point reads of this part go through `cache` from now on.
+    pub fn with_page_cache(mut self, cache: Option<Arc<PageCache>>) -> Part {
+        self.page_cache = cache.filter(|c| c.enabled());
+        self
     }
 
     fn rebuild_index<R: Columnar>(&self) -> Result<PartIndex> {
@@ -182,12 +207,29 @@ impl Part {
         }
         debug_assert!(rows.windows(2).all(|w| w[0] < w[1]));
         let (groups, selection) = self.restrict(rows);
-        let reader = self
-            .builder()
-            .with_row_groups(groups)
-            .with_row_selection(selection)
-            .with_batch_size(rows.len())
-            .build()?;
+        let reader = match &self.page_cache {
+            Some(cache) => {
+                let row_groups = CachedRowGroups {
+                    cache,
+                    instance: self.instance,
+                    source: &self.source,
+                    metadata: self.arrow_meta.metadata(),
+                    row_groups: &groups,
+                };
+                ParquetRecordBatchReader::try_new_with_row_groups(
+                    &self.levels,
+                    &row_groups,
+                    rows.len(),
+                    Some(selection),
+                )?
+            }
+            None => self
+                .builder()
+                .with_row_groups(groups)
+                .with_row_selection(selection)
+                .with_batch_size(rows.len())
+                .build()?,
+        };
         let mut out = Vec::with_capacity(rows.len());
         for batch in reader {
             out.extend(R::from_batch(&batch?)?);

@@ -1,0 +1,247 @@
+//! A cache of decompressed Parquet pages for point reads.
+//!
+//! A point read (a trace, the newest rows matching an attribute) touches a
+//! handful of rows in each of a part's ~30 columns, and pays for each one a
+//! whole page: read, decompress, and skip to the rows. Reads cluster on the
+//! recent end of the data (dashboards, agents re-asking), so the same pages
+//! come back again and again; keeping them decompressed turns those reads
+//! into a clone of a `Bytes`.
+//!
+//! The cache sits below Parquet's column readers: [`CachedRowGroups`] feeds
+//! `ParquetRecordBatchReader` page readers that serve data and dictionary
+//! pages from the cache and fall through to the file on a miss. Parts are
+//! immutable, so an entry never goes stale; keys carry a process-unique part
+//! instance number, so parts of different engines or reopened files never
+//! collide. Only point reads go through it — scans (compaction, rebuilds,
+//! aggregations) would flush the working set for nothing.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parquet::arrow::arrow_reader::RowGroups;
+use parquet::column::page::{Page, PageIterator, PageMetadata, PageReader};
+use parquet::errors::Result as ParquetResult;
+use parquet::file::metadata::{ParquetMetaData, RowGroupMetaData};
+use parquet::file::serialized_reader::SerializedPageReader;
+
+use crate::storage::ParquetSource;
+
+/// (part instance, row group, column, page ordinal; `DICTIONARY` for the
+/// dictionary page).
+type Key = (u64, u32, u32, u32);
+
+const DICTIONARY: u32 = u32::MAX;
+
+#[derive(Clone)]
+struct PageWeight;
+
+impl quick_cache::Weighter<Key, Page> for PageWeight {
+    fn weight(&self, _key: &Key, page: &Page) -> u64 {
+        // Buffer plus the fixed cost of an entry.
+        page.buffer().len() as u64 + 128
+    }
+}
+
+/// Decompressed pages of parts, bounded in bytes (LRU-like eviction).
+pub struct PageCache {
+    pages: quick_cache::sync::Cache<Key, Page, PageWeight>,
+    capacity: u64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+/// What the cache holds and how well it does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PageCacheStats {
+    pub capacity_bytes: u64,
+    pub bytes: u64,
+    pub pages: u64,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
+
+/// A process-unique number for an opened part, the namespace of its pages.
+pub(crate) fn next_instance() -> u64 {
+    NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed)
+}
+
+impl PageCache {
+    /// A cache of at most `capacity_bytes` of pages; 0 disables it.
+    pub fn new(capacity_bytes: u64) -> Arc<PageCache> {
+        // ~16 KiB per page is typical: the estimate sizes the hash table.
+        let items = (capacity_bytes / (16 << 10)).max(16) as usize;
+        Arc::new(PageCache {
+            pages: quick_cache::sync::Cache::with_weighter(items, capacity_bytes.max(1), PageWeight),
+            capacity: capacity_bytes,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        })
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.capacity > 0
+    }
+
+    pub fn stats(&self) -> PageCacheStats {
+        PageCacheStats {
+            capacity_bytes: self.capacity,
+            bytes: self.pages.weight(),
+            pages: self.pages.len() as u64,
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+        }
+    }
+
+    fn get(&self, key: &Key) -> Option<Page> {
+        let hit = self.pages.get(key);
+        let counter = if hit.is_some() { &self.hits } else { &self.misses };
+        counter.fetch_add(1, Ordering::Relaxed);
+        hit
+    }
+
+    fn insert(&self, key: Key, page: Page) {
+        self.pages.insert(key, page);
+    }
+}
+
+/// Some row groups of one part, read through the page cache.
+pub(crate) struct CachedRowGroups<'a> {
+    pub cache: &'a Arc<PageCache>,
+    pub instance: u64,
+    pub source: &'a ParquetSource,
+    pub metadata: &'a Arc<ParquetMetaData>,
+    pub row_groups: &'a [usize],
+}
+
+impl RowGroups for CachedRowGroups<'_> {
+    fn num_rows(&self) -> usize {
+        self.row_groups
+            .iter()
+            .map(|&g| self.metadata.row_group(g).num_rows() as usize)
+            .sum()
+    }
+
+    fn column_chunks(&self, column: usize) -> ParquetResult<Box<dyn PageIterator>> {
+        let mut readers = Vec::with_capacity(self.row_groups.len());
+        for &g in self.row_groups {
+            let rg = self.metadata.row_group(g);
+            let chunk = rg.column(column);
+            let locations = self
+                .metadata
+                .offset_index()
+                .and_then(|ix| ix.get(g))
+                .and_then(|cols| cols.get(column))
+                .map(|c| c.page_locations.clone());
+            let has_locations = locations.is_some();
+            let inner =
+                SerializedPageReader::new(Arc::new(self.source.clone()), chunk, rg.num_rows() as usize, locations)?;
+            let reader: Box<dyn PageReader> = if has_locations && self.cache.enabled() {
+                // Page ordinals are only stable when pages are located
+                // through the offset index.
+                Box::new(CachedPageReader {
+                    inner,
+                    cache: self.cache.clone(),
+                    row_group: g as u32,
+                    column: column as u32,
+                    instance: self.instance,
+                    next_page: 0,
+                })
+            } else {
+                Box::new(inner)
+            };
+            readers.push(Ok(reader));
+        }
+        Ok(Box::new(PageReaders(readers.into_iter())))
+    }
+
+    fn row_groups(&self) -> Box<dyn Iterator<Item = &RowGroupMetaData> + '_> {
+        Box::new(self.row_groups.iter().map(|&g| self.metadata.row_group(g)))
+    }
+
+    fn metadata(&self) -> &ParquetMetaData {
+        self.metadata
+    }
+}
+
+struct PageReaders(std::vec::IntoIter<ParquetResult<Box<dyn PageReader>>>);
+
+impl Iterator for PageReaders {
+    type Item = ParquetResult<Box<dyn PageReader>>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next()
+    }
+}
+
+impl PageIterator for PageReaders {}
+
+/// Serves the pages of one column chunk from the cache, keeping `inner`
+/// positioned in step (a hit skips the page in `inner`, which with an
+/// offset index reads nothing).
+struct CachedPageReader {
+    inner: SerializedPageReader<ParquetSource>,
+    cache: Arc<PageCache>,
+    instance: u64,
+    row_group: u32,
+    column: u32,
+    /// Ordinal of the next data page.
+    next_page: u32,
+}
+
+impl CachedPageReader {
+    fn key(&self, dictionary: bool) -> Key {
+        let page = if dictionary { DICTIONARY } else { self.next_page };
+        (self.instance, self.row_group, self.column, page)
+    }
+}
+
+impl Iterator for CachedPageReader {
+    type Item = ParquetResult<Page>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.get_next_page().transpose()
+    }
+}
+
+impl PageReader for CachedPageReader {
+    fn get_next_page(&mut self) -> ParquetResult<Option<Page>> {
+        let Some(meta) = self.inner.peek_next_page()? else {
+            return Ok(None);
+        };
+        let key = self.key(meta.is_dict);
+        let page = match self.cache.get(&key) {
+            Some(page) => {
+                self.inner.skip_next_page()?;
+                page
+            }
+            None => {
+                let Some(page) = self.inner.get_next_page()? else {
+                    return Ok(None);
+                };
+                self.cache.insert(key, page.clone());
+                page
+            }
+        };
+        if !meta.is_dict {
+            self.next_page += 1;
+        }
+        Ok(Some(page))
+    }
+
+    fn peek_next_page(&mut self) -> ParquetResult<Option<PageMetadata>> {
+        self.inner.peek_next_page()
+    }
+
+    fn skip_next_page(&mut self) -> ParquetResult<()> {
+        if let Some(meta) = self.inner.peek_next_page()?
+            && !meta.is_dict
+        {
+            self.next_page += 1;
+        }
+        self.inner.skip_next_page()
+    }
+
+    fn at_record_boundary(&mut self) -> ParquetResult<bool> {
+        self.inner.at_record_boundary()
+    }
+}
