@@ -1,5 +1,6 @@
 //! Profiles point reads on one compacted part of the canonical corpus:
-//! `cargo run --release --example read_profile [get|search]`.
+//! `cargo run --release --example read_profile [get|search]` (env: N queries,
+//! DATA_DIR to keep the data and reuse it, PAGE_CACHE bytes, PAGE_ROWS).
 
 use std::time::Instant;
 
@@ -9,8 +10,13 @@ use skein_model::corpus::Corpus;
 
 fn main() {
     let what = std::env::args().nth(1).unwrap_or_else(|| "get".into());
-    let dir = tempfile::tempdir().unwrap();
-    let mut o = EngineOptions::new(dir.path());
+    // DATA_DIR keeps the data for later runs, which then only query it.
+    let tmp = tempfile::tempdir().unwrap();
+    let path = std::env::var("DATA_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| tmp.path().to_path_buf());
+    let fill = !path.join("parts").exists();
+    let mut o = EngineOptions::new(&path);
     o.background = false;
     o.durability = skein_engine::Durability::None;
     if let Some(rows) = std::env::var("PAGE_ROWS").ok().and_then(|v| v.parse().ok()) {
@@ -24,14 +30,16 @@ fn main() {
     }
     let e = Engine::open(o).unwrap();
     let c = Corpus::new(1_000_000, 1_767_225_600_000_000_000);
-    for b in 0..c.traces / 1000 {
-        e.ingest_spans(c.spans(b * 1000..(b + 1) * 1000)).unwrap();
-        if b % 20 == 19 {
-            e.flush().unwrap();
+    if fill {
+        for b in 0..c.traces / 1000 {
+            e.ingest_spans(c.spans(b * 1000..(b + 1) * 1000)).unwrap();
+            if b % 20 == 19 {
+                e.flush().unwrap();
+            }
         }
+        e.flush().unwrap();
+        e.compact().unwrap();
     }
-    e.flush().unwrap();
-    e.compact().unwrap();
     let st = e.stats();
     println!("parts {}, {:.1} bytes/span", st.parts, st.part_bytes as f64 / 1e6);
     let t = Instant::now();
