@@ -4,8 +4,8 @@
 //! query latency on data spread over the hot tier and parts.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -63,6 +63,49 @@ fn open(dir: &std::path::Path, durability: &str) -> Result<Engine, String> {
     Engine::open(o).map_err(|e| e.to_string())
 }
 
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// Ingests batches `0..count` from `writers` threads sharing group commit;
+/// each thread takes the next batch number and asks `batch` for its spans.
+fn ingest_concurrently(
+    engine: &Engine,
+    writers: usize,
+    count: u64,
+    batch: &(dyn Fn(u64) -> Result<Vec<Span>, String> + Sync),
+    pb: &indicatif::ProgressBar,
+) -> Result<(), String> {
+    let next = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        let threads: Vec<_> = (0..writers)
+            .map(|_| {
+                s.spawn(|| -> Result<(), String> {
+                    loop {
+                        let b = next.fetch_add(1, Ordering::Relaxed);
+                        if b >= count {
+                            return Ok(());
+                        }
+                        let spans = batch(b)?;
+                        let n = spans.len() as u64;
+                        let r = engine.ingest_spans(spans).map_err(|e| e.to_string())?;
+                        if r.rejected > 0 {
+                            return Err(format!("rejected: {:?}", r.errors));
+                        }
+                        pb.inc(n);
+                    }
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .try_for_each(|t| t.join().map_err(|_| "writer panicked".to_string())?)
+    })
+}
+
 pub fn run(args: &EngineArgs) -> Result<(), String> {
     let machine = Machine::probe();
     let tmp = tempfile::Builder::new()
@@ -70,10 +113,6 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
         .tempdir()
         .map_err(|e| e.to_string())?;
     let dir = args.dir.clone().unwrap_or_else(|| tmp.path().join("data"));
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
     // First, in a child process of its own, the engine's peak memory: the
     // throughput run below holds the whole corpus in memory, which would
     // swamp the engine's own footprint.
@@ -82,7 +121,7 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
     } else {
         memory_probe(args)?
     };
-    let corpus = Corpus::new(args.spans, now);
+    let corpus = Corpus::new(args.spans, now_ns());
     let per = (args.batch / corpus.spans_per_trace).max(1);
     let pb = bar(corpus.span_count(), "generating batches");
     let batches: Vec<Mutex<Option<Vec<Span>>>> = (0..corpus.traces.div_ceil(per))
@@ -93,33 +132,15 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
         })
         .collect();
     pb.finish_and_clear();
-    let batches = Arc::new(batches);
 
-    let engine = Arc::new(open(&dir, &args.durability)?);
-    let next = Arc::new(AtomicUsize::new(0));
+    let engine = open(&dir, &args.durability)?;
     let pb = bar(corpus.span_count(), "ingesting");
     let started = Instant::now();
-    let threads: Vec<_> = (0..args.writers)
-        .map(|_| {
-            let (engine, next, batches, pb) = (engine.clone(), next.clone(), batches.clone(), pb.clone());
-            std::thread::spawn(move || -> Result<(), String> {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(slot) = batches.get(i) else { return Ok(()) };
-                    let spans = slot.lock().map_err(|e| e.to_string())?.take().unwrap_or_default();
-                    let n = spans.len() as u64;
-                    let r = engine.ingest_spans(spans).map_err(|e| e.to_string())?;
-                    if r.rejected > 0 {
-                        return Err(format!("rejected: {:?}", r.errors));
-                    }
-                    pb.inc(n);
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().map_err(|_| "writer panicked".to_string())??;
-    }
+    let take = |b: u64| -> Result<Vec<Span>, String> {
+        let slot = batches[b as usize].lock().map_err(|e| e.to_string())?.take();
+        Ok(slot.unwrap_or_default())
+    };
+    ingest_concurrently(&engine, args.writers, batches.len() as u64, &take, &pb)?;
     let ingest_secs = started.elapsed().as_secs_f64();
     pb.finish_and_clear();
     let fsyncs = engine.stats().wal_fsyncs;
@@ -232,36 +253,17 @@ pub fn memory(args: &MemoryArgs) -> Result<(), String> {
         );
         return Ok(());
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    let corpus = Arc::new(Corpus::new(args.spans, now));
+    let corpus = Corpus::new(args.spans, now_ns());
     let per = (args.batch / corpus.spans_per_trace).max(1);
-    let batches = corpus.traces.div_ceil(per);
-    let engine = Arc::new(open(&args.dir, &args.durability)?);
-    let next = Arc::new(AtomicUsize::new(0));
-    let threads: Vec<_> = (0..args.writers)
-        .map(|_| {
-            let (engine, next, corpus) = (engine.clone(), next.clone(), corpus.clone());
-            std::thread::spawn(move || -> Result<(), String> {
-                loop {
-                    let b = next.fetch_add(1, Ordering::Relaxed) as u64;
-                    if b >= batches {
-                        return Ok(());
-                    }
-                    let spans = corpus.spans(b * per..((b + 1) * per).min(corpus.traces));
-                    let r = engine.ingest_spans(spans).map_err(|e| e.to_string())?;
-                    if r.rejected > 0 {
-                        return Err(format!("rejected: {:?}", r.errors));
-                    }
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().map_err(|_| "writer panicked".to_string())??;
-    }
+    let engine = open(&args.dir, &args.durability)?;
+    let generate = |b: u64| Ok(corpus.spans(b * per..((b + 1) * per).min(corpus.traces)));
+    ingest_concurrently(
+        &engine,
+        args.writers,
+        corpus.traces.div_ceil(per),
+        &generate,
+        &indicatif::ProgressBar::hidden(),
+    )?;
     let after_ingest_kib = self_kib("VmHWM:");
     engine.flush().map_err(|e| e.to_string())?;
     engine.compact().map_err(|e| e.to_string())?;
