@@ -73,8 +73,28 @@ pub fn encode_batch<R: Record>(records: &[R]) -> Result<Vec<u8>> {
         metrics: metrics.list,
         items,
     };
-    let raw = postcard::to_stdvec(&wire).map_err(|e| Error::Other(format!("encode batch: {e}")))?;
-    zstd::bulk::compress(&raw, WAL_ZSTD_LEVEL).map_err(|e| Error::io("compress batch", e))
+    let estimate: usize = records.iter().map(|r| r.approx_size()).sum();
+    let raw = postcard::to_extend(&wire, Vec::with_capacity(estimate))
+        .map_err(|e| Error::Other(format!("encode batch: {e}")))?;
+    compress(&raw)
+}
+
+/// zstd-compresses a WAL batch with this thread's compressor: a zstd
+/// context is hundreds of KB to set up, far more than a batch costs to
+/// compress.
+fn compress(raw: &[u8]) -> Result<Vec<u8>> {
+    thread_local! {
+        static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    COMPRESSOR.with(|c| {
+        let mut c = c.borrow_mut();
+        let compressor = match c.as_mut() {
+            Some(compressor) => compressor,
+            None => c.insert(zstd::bulk::Compressor::new(WAL_ZSTD_LEVEL).map_err(|e| Error::io("zstd context", e))?),
+        };
+        compressor.compress(raw).map_err(|e| Error::io("compress batch", e))
+    })
 }
 
 /// The largest decompressed batch accepted, a guard against corrupt sizes.

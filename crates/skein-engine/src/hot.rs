@@ -11,7 +11,7 @@ use std::sync::Arc;
 use roaring::RoaringBitmap;
 
 use crate::hash::FastMap;
-use crate::part::index::{PartStats, StatsBuilder};
+use crate::part::index::{PartIndex, PartStats, StatsBuilder, TIME_MARK_STRIDE};
 use crate::record::{Record, RecordKey, TermCache};
 use crate::terms::{IndexTerm, Term};
 
@@ -22,6 +22,8 @@ pub struct MemTable<R> {
     keys: FastMap<RecordKey, u32>,
     traces: FastMap<u128, Vec<u32>>,
     postings: FastMap<Term, RoaringBitmap>,
+    /// The attribute key of each attribute-value term in `postings`.
+    key_of_value: FastMap<Term, Term>,
     bytes: usize,
     min_time: u64,
     max_time: u64,
@@ -41,6 +43,7 @@ impl<R> Default for MemTable<R> {
             keys: FastMap::default(),
             traces: FastMap::default(),
             postings: FastMap::default(),
+            key_of_value: FastMap::default(),
             bytes: 0,
             min_time: u64::MAX,
             max_time: 0,
@@ -80,7 +83,17 @@ impl<R: Record> MemTable<R> {
         terms.clear();
         self.term_cache.terms(&r, &mut terms);
         for t in &terms {
-            self.postings.entry(t.term).or_default().insert(row);
+            match self.postings.entry(t.term) {
+                std::collections::hash_map::Entry::Occupied(mut e) => {
+                    e.get_mut().insert(row);
+                }
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(RoaringBitmap::new()).insert(row);
+                    if let Some(key) = t.attr_key {
+                        self.key_of_value.insert(t.term, key);
+                    }
+                }
+            }
         }
         self.terms_buf = terms;
         let time = r.time();
@@ -153,8 +166,8 @@ impl<R: Record> MemTable<R> {
         self.keys.get(key).copied()
     }
 
-    /// Live records sorted by (time, key): the order parts are written in.
-    pub fn sorted_live(&self) -> Vec<Arc<R>> {
+    /// Live rows sorted by (time, key): the order parts are written in.
+    fn live_order(&self) -> Vec<u32> {
         let mut rows: Vec<(u64, RecordKey, u32)> = (0..self.rows.len() as u32)
             .filter(|r| self.is_live(*r))
             .map(|r| {
@@ -163,9 +176,71 @@ impl<R: Record> MemTable<R> {
             })
             .collect();
         rows.sort_unstable();
-        rows.into_iter()
-            .map(|(_, _, r)| self.rows[r as usize].clone())
-            .collect()
+        rows.into_iter().map(|(_, _, r)| r).collect()
+    }
+
+    /// The live records in part order, with the index of a part holding
+    /// exactly them. The index is this table's own, renumbered, rather
+    /// than derived again from every record: the same terms, trace rows,
+    /// time marks and statistics a part writer would compute, for a
+    /// fraction of the work.
+    pub fn sorted_live_indexed(&self) -> (Vec<Arc<R>>, PartIndex) {
+        const GONE: u32 = u32::MAX;
+        let order = self.live_order();
+        let mut new_row = vec![GONE; self.rows.len()];
+        for (new, &old) in order.iter().enumerate() {
+            new_row[old as usize] = new as u32;
+        }
+        let mut trace_pairs = Vec::with_capacity(order.len());
+        for (trace, rows) in &self.traces {
+            trace_pairs.extend(
+                rows.iter()
+                    .map(|&r| new_row[r as usize])
+                    .filter(|&n| n != GONE)
+                    .map(|n| (*trace, n)),
+            );
+        }
+        let mut postings: FastMap<Term, RoaringBitmap> =
+            FastMap::with_capacity_and_hasher(self.postings.len(), Default::default());
+        let mut renumbered = Vec::new();
+        for (term, rows) in &self.postings {
+            renumbered.clear();
+            renumbered.extend(rows.iter().map(|r| new_row[r as usize]).filter(|&n| n != GONE));
+            if renumbered.is_empty() {
+                continue; // only dead rows had it
+            }
+            // Arrival order is nearly time order: an almost sorted run.
+            renumbered.sort_unstable();
+            let bitmap = RoaringBitmap::from_sorted_iter(renumbered.iter().copied())
+                .unwrap_or_else(|_| renumbered.iter().copied().collect());
+            postings.insert(*term, bitmap);
+        }
+        let time_marks = order
+            .iter()
+            .step_by(TIME_MARK_STRIDE as usize)
+            .map(|&r| self.rows[r as usize].time())
+            .collect();
+        let stats = match self.stats() {
+            Some((stats, _, _)) => stats,
+            None => {
+                // Replaced rows are in the running statistics: recount.
+                let mut b = StatsBuilder::default();
+                for &r in &order {
+                    self.rows[r as usize].add_stats(&mut b);
+                }
+                b.snapshot()
+            }
+        };
+        let index = PartIndex::assemble(
+            order.len() as u32,
+            trace_pairs,
+            postings,
+            &self.key_of_value,
+            time_marks,
+            stats,
+        );
+        let rows = order.into_iter().map(|r| self.rows[r as usize].clone()).collect();
+        (rows, index)
     }
 
     pub fn max_seq(&self) -> u64 {
@@ -179,7 +254,10 @@ impl<R: Record> MemTable<R> {
 
 #[cfg(test)]
 mod tests {
+    use skein_model::Span;
+
     use super::*;
+    use crate::part::index::IndexBuilder;
     use crate::testdata;
 
     #[test]
@@ -192,18 +270,82 @@ mod tests {
         spans[0].name = "renamed".into();
         m.insert(vec![spans[0].clone()], 20);
         assert_eq!(m.live_rows(), 2);
-        let live: Vec<_> = m.sorted_live().iter().map(|s| s.name.clone()).collect();
+        let live: Vec<_> = m.sorted_live_indexed().0.iter().map(|s| s.name.clone()).collect();
         assert!(live.contains(&"renamed".to_string()));
         // …and a stale version applied late (lower seq) does not.
         spans[0].name = "stale".into();
         m.insert(vec![spans[0].clone()], 15);
-        let live: Vec<_> = m.sorted_live().iter().map(|s| s.name.clone()).collect();
+        let live: Vec<_> = m.sorted_live_indexed().0.iter().map(|s| s.name.clone()).collect();
         assert!(!live.contains(&"stale".to_string()));
         assert_eq!(
             m.trace_rows(spans[0].trace_id.as_u128()).len(),
             3,
             "dead rows stay indexed"
         );
+    }
+
+    /// The renumbered hot-tier index must be the index a part writer
+    /// builds from the same rows.
+    fn assert_index_matches_a_rebuild<R: Record>(m: &MemTable<R>) -> PartIndex {
+        let (rows, index) = m.sorted_live_indexed();
+        let mut built = IndexBuilder::default();
+        for r in &rows {
+            built.add(&**r);
+        }
+        let built = built.finish();
+        assert_eq!(index.traces, built.traces);
+        assert_eq!(index.unindexed_keys, built.unindexed_keys);
+        // (Not assert_eq: the maps are too big to print usefully.)
+        assert_eq!(index.postings.len(), built.postings.len(), "posting terms");
+        assert!(index.postings == built.postings, "postings differ");
+        assert_eq!(index.time_marks, built.time_marks);
+        assert_eq!(format!("{:?}", index.stats), format!("{:?}", built.stats));
+        index
+    }
+
+    #[test]
+    fn renumbered_index_equals_a_rebuild() {
+        // Spans over several time marks, some replaced (dead rows that
+        // stay in the hot postings) and one stale retry ignored.
+        let mut spans = testdata::spans(300, 10);
+        let mut m = MemTable::default();
+        m.insert(spans.clone(), 1);
+        for (i, s) in spans.iter_mut().enumerate().step_by(7) {
+            s.name = format!("renamed-{}", i % 3);
+            s.start_time_unix_nano += 1;
+        }
+        let replaced: Vec<Span> = spans.iter().step_by(7).cloned().collect();
+        m.insert(replaced, 10_000);
+        m.insert(vec![spans[1].clone()], 0);
+        assert!(!m.dead.is_empty());
+        let index = assert_index_matches_a_rebuild(&m);
+        assert!(index.time_marks.len() > 2);
+
+        // A value only a replaced row had does not count towards its key's
+        // distinct values: 10,000 live ones stay indexed.
+        let mut spans = testdata::spans(1001, 10);
+        spans.truncate(10_001);
+        for (i, s) in spans.iter_mut().enumerate() {
+            s.attributes.push(skein_model::KeyValue::new("u", i as i64));
+        }
+        let mut m = MemTable::default();
+        m.insert(spans.clone(), 1);
+        let mut retry = spans[0].clone();
+        retry.attributes.last_mut().expect("pushed above").value = skein_model::AnyValue::Int(1);
+        m.insert(vec![retry], 20_000);
+        let index = assert_index_matches_a_rebuild(&m);
+        assert!(index.unindexed_keys.is_empty());
+
+        // A key with a distinct value per row loses its value postings.
+        let mut m = MemTable::default();
+        m.insert(testdata::logs(12_000), 1);
+        m.insert(testdata::logs(100), 20_000);
+        let index = assert_index_matches_a_rebuild(&m);
+        assert_eq!(index.unindexed_keys.len(), 1);
+
+        let mut m = MemTable::default();
+        m.insert(testdata::metric_points(50), 1);
+        assert_index_matches_a_rebuild(&m);
     }
 
     #[test]

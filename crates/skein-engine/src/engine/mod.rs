@@ -472,10 +472,8 @@ impl Inner {
         if table.is_empty() {
             return Ok(None);
         }
-        let rows = table.sorted_live();
-        // The hot tier's statistics, when exact, are the part's: a frozen
-        // tier takes no more writes.
-        let stats = table.stats().map(|(stats, _, _)| stats);
+        // A frozen tier takes no more writes: its index is the part's.
+        let (rows, index) = table.sorted_live_indexed();
         let meta = PartMeta {
             format_version: crate::part::FORMAT_VERSION,
             signal: R::SIGNAL,
@@ -498,10 +496,8 @@ impl Inner {
                 zstd_level: self.opts.writer.flush_zstd_level,
                 ..self.opts.writer.clone()
             },
-        )?;
-        if let Some(stats) = stats {
-            w = w.with_stats(stats);
-        }
+        )?
+        .with_index(index);
         for r in rows {
             w.push(r)?;
         }

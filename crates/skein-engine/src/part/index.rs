@@ -14,14 +14,14 @@ use roaring::RoaringBitmap;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::query::sketch::Sketch;
+use crate::query::sketch::{Sketch, SketchBuilder};
 use crate::terms::{IndexTerm, Term};
 
 /// A time mark is kept for every this-many rows.
 pub const TIME_MARK_STRIDE: u32 = 1024;
 
 /// Rows of each trace: `rows[offsets[i]..offsets[i+1]]` belong to `ids[i]`.
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TraceIndex {
     ids: Vec<u128>,
     offsets: Vec<u32>,
@@ -182,17 +182,15 @@ pub struct IndexBuilder {
     terms_buf: Vec<IndexTerm>,
     term_cache: crate::record::TermCache,
     pub stats: StatsBuilder,
-    /// Statistics supplied whole by the caller (see
-    /// [`IndexBuilder::use_stats`]); rows then add none.
-    given_stats: Option<PartStats>,
 }
 
 /// Pre-aggregated statistics of a set of records, built as they arrive (by
 /// part writers, and by the hot tier so that aggregations need not scan it).
 #[derive(Default, Clone)]
 pub struct StatsBuilder {
-    /// service → span name → stats (nested: lookups by `&str` never allocate).
-    ops: crate::hash::FastMap<String, crate::hash::FastMap<String, OpStats>>,
+    /// service → span name → stats (nested: lookups by `&str` never
+    /// allocate), with the durations in a builder until a snapshot.
+    ops: crate::hash::FastMap<String, crate::hash::FastMap<String, (OpStats, SketchBuilder)>>,
     service_traces: crate::hash::FastMap<String, crate::hash::FastSet<u128>>,
     log_counts: HashMap<(String, i32), u64>,
     series: HashSet<u64>,
@@ -232,46 +230,61 @@ impl IndexBuilder {
             }
         }
         self.terms_buf = terms;
-        if self.given_stats.is_none() {
-            r.add_stats(&mut self.stats);
-        }
+        r.add_stats(&mut self.stats);
         self.rows += 1;
-    }
-
-    /// Uses `stats` as the statistics of the rows to come instead of
-    /// computing them: the caller vouches they describe exactly those rows
-    /// (a flush hands over the hot tier's, built as the rows arrived).
-    pub fn use_stats(&mut self, stats: PartStats) {
-        self.given_stats = Some(stats);
     }
 
     pub fn rows(&self) -> u32 {
         self.rows
     }
 
-    pub fn finish(mut self) -> PartIndex {
+    pub fn finish(self) -> PartIndex {
+        let stats = self.stats.snapshot();
+        PartIndex::assemble(
+            self.rows,
+            self.trace_pairs,
+            self.postings,
+            &self.key_of_value,
+            self.time_marks,
+            stats,
+        )
+    }
+}
+
+impl PartIndex {
+    /// Puts an index together from its pieces, dropping the value postings
+    /// of attribute keys with too many distinct values in these `rows`.
+    /// `key_of_value` maps each attribute-value term present in `postings`
+    /// to its key's exists-term.
+    pub(crate) fn assemble(
+        rows: u32,
+        trace_pairs: Vec<(u128, u32)>,
+        mut postings: crate::hash::FastMap<Term, RoaringBitmap>,
+        key_of_value: &crate::hash::FastMap<Term, Term>,
+        time_marks: Vec<u64>,
+        stats: PartStats,
+    ) -> PartIndex {
         let mut values_per_key: crate::hash::FastMap<Term, Vec<Term>> = Default::default();
-        for (value, key) in &self.key_of_value {
-            values_per_key.entry(*key).or_default().push(*value);
+        for (value, key) in key_of_value {
+            if postings.contains_key(value) {
+                values_per_key.entry(*key).or_default().push(*value);
+            }
         }
         let mut unindexed_keys = HashSet::new();
         for (key, values) in &values_per_key {
-            if values.len() > MAX_VALUES_PER_KEY && values.len() > self.rows as usize / 10 {
+            if values.len() > MAX_VALUES_PER_KEY && values.len() > rows as usize / 10 {
                 unindexed_keys.insert(*key);
                 for v in values {
-                    self.postings.remove(v);
+                    postings.remove(v);
                 }
             }
         }
         PartIndex {
-            traces: TraceIndex::build(self.trace_pairs),
-            postings: self.postings,
+            traces: TraceIndex::build(trace_pairs),
+            postings,
             unindexed_keys,
-            time_marks: self.time_marks,
-            stats: match self.given_stats {
-                Some(s) => s,
-                None => self.stats.snapshot(),
-            },
+            time_marks,
+            stats,
         }
     }
 }
@@ -285,16 +298,14 @@ impl StatsBuilder {
         }
         let by_name = self.ops.get_mut(service).expect("inserted above");
         if !by_name.contains_key(&s.name) {
-            by_name.insert(
-                s.name.clone(),
-                OpStats {
-                    service: service.to_string(),
-                    name: s.name.clone(),
-                    ..Default::default()
-                },
-            );
+            let op = OpStats {
+                service: service.to_string(),
+                name: s.name.clone(),
+                ..Default::default()
+            };
+            by_name.insert(s.name.clone(), (op, SketchBuilder::default()));
         }
-        let op = by_name.get_mut(&s.name).expect("inserted above");
+        let (op, durations) = by_name.get_mut(&s.name).expect("inserted above");
         op.count += 1;
         if s.is_error() {
             op.errors += 1;
@@ -302,7 +313,7 @@ impl StatsBuilder {
         if s.is_root() {
             op.roots += 1;
         }
-        op.durations.add(s.duration_ns());
+        durations.add(s.duration_ns());
         if let Some(set) = self.service_traces.get_mut(service) {
             set.insert(s.trace_id.as_u128());
         }
@@ -322,7 +333,15 @@ impl StatsBuilder {
 
     /// The statistics so far.
     pub fn snapshot(&self) -> PartStats {
-        let mut ops: Vec<OpStats> = self.ops.values().flat_map(|m| m.values().cloned()).collect();
+        let mut ops: Vec<OpStats> = self
+            .ops
+            .values()
+            .flat_map(|m| m.values())
+            .map(|(op, durations)| OpStats {
+                durations: durations.sketch(),
+                ..op.clone()
+            })
+            .collect();
         ops.sort_by(|a, b| (&a.service, &a.name).cmp(&(&b.service, &b.name)));
         let mut services: Vec<ServiceStats> = self
             .service_traces

@@ -1,8 +1,14 @@
 //! Writes a part from records in time order, streaming: rows are converted
 //! to Arrow in chunks and handed to the Parquet writer, which holds at most
 //! one row group in memory.
+//!
+//! Conversion to Arrow and Parquet encoding take about the same time, so
+//! they run in a pipeline: a helper thread converts chunk k+1 while the
+//! caller's thread encodes chunk k. At most two chunks are in flight.
 
 use std::sync::Arc;
+
+use arrow_array::RecordBatch;
 
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
@@ -10,7 +16,7 @@ use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
-use super::index::IndexBuilder;
+use super::index::{IndexBuilder, PartIndex};
 use super::{Columnar, FORMAT_VERSION, META_KEY, Part, PartMeta, index_name, parquet_name};
 use crate::error::{Error, Result};
 use crate::record::Signal;
@@ -142,7 +148,12 @@ pub struct PartWriter<R: Columnar> {
     meta: PartMeta,
     writer: ArrowWriter<SinkWriter>,
     chunk: Vec<Arc<R>>,
+    converter: Converter<R>,
     index: IndexBuilder,
+    /// The index of the rows to come, built by the caller; `index` then
+    /// stays empty.
+    given_index: Option<PartIndex>,
+    rows: u32,
     last: Option<(u64, crate::record::RecordKey)>,
 }
 
@@ -167,7 +178,10 @@ impl<R: Columnar> PartWriter<R> {
             },
             writer,
             chunk: Vec::with_capacity(CHUNK_ROWS),
+            converter: Converter::start()?,
             index: IndexBuilder::default(),
+            given_index: None,
+            rows: 0,
             last: None,
         })
     }
@@ -185,7 +199,10 @@ impl<R: Columnar> PartWriter<R> {
         self.last = Some(sort_key);
         self.meta.min_time = self.meta.min_time.min(sort_key.0);
         self.meta.max_time = self.meta.max_time.max(sort_key.0);
-        self.index.add(&*r);
+        if self.given_index.is_none() {
+            self.index.add(&*r);
+        }
+        self.rows += 1;
         self.chunk.push(r);
         if self.chunk.len() >= CHUNK_ROWS {
             self.flush_chunk()?;
@@ -193,25 +210,31 @@ impl<R: Columnar> PartWriter<R> {
         Ok(())
     }
 
+    /// Hands the chunk to the converter, and encodes the chunk before it
+    /// meanwhile.
     fn flush_chunk(&mut self) -> Result<()> {
         if self.chunk.is_empty() {
             return Ok(());
         }
-        let refs: Vec<&R> = self.chunk.iter().map(|r| &**r).collect();
-        let batch = R::to_batch(&refs)?;
-        self.writer.write(&batch)?;
-        self.chunk.clear();
+        let chunk = std::mem::replace(&mut self.chunk, Vec::with_capacity(CHUNK_ROWS));
+        self.converter.send(chunk)?;
+        if self.converter.in_flight > 1 {
+            let batch = self.converter.receive()?;
+            self.writer.write(&batch)?;
+        }
         Ok(())
     }
 
     pub fn rows(&self) -> u32 {
-        self.index.rows()
+        self.rows
     }
 
-    /// The statistics of exactly the records this part will hold, computed
-    /// already (by the hot tier); saves recomputing them per row.
-    pub fn with_stats(mut self, stats: super::index::PartStats) -> Self {
-        self.index.use_stats(stats);
+    /// Uses `index` as the index of the rows to come instead of building it
+    /// row by row: the caller vouches that it describes exactly those rows,
+    /// in the order they are pushed (a flush hands over the hot tier's own
+    /// index, renumbered). Only the row count can be checked here.
+    pub fn with_index(mut self, index: PartIndex) -> Self {
+        self.given_index = Some(index);
         self
     }
 
@@ -220,7 +243,11 @@ impl<R: Columnar> PartWriter<R> {
     /// file is, and by then its sidecar exists (or is rebuilt on open).
     pub fn finish(mut self) -> Result<Part> {
         self.flush_chunk()?;
-        self.meta.rows = self.index.rows() as u64;
+        while self.converter.in_flight > 0 {
+            let batch = self.converter.receive()?;
+            self.writer.write(&batch)?;
+        }
+        self.meta.rows = self.rows as u64;
         if self.meta.rows == 0 {
             self.meta.min_time = 0;
         }
@@ -231,11 +258,73 @@ impl<R: Columnar> PartWriter<R> {
         let meta_json = serde_json::to_string(&self.meta).map_err(|e| Error::Other(e.to_string()))?;
         self.writer
             .append_key_value_metadata(KeyValue::new(META_KEY.to_string(), meta_json));
-        let index = self.index.finish();
+        let index = match self.given_index.take() {
+            Some(index) => {
+                let marks = self.rows.div_ceil(super::index::TIME_MARK_STRIDE) as usize;
+                if index.time_marks.len() != marks {
+                    return Err(Error::Other(format!(
+                        "part writer: the given index has {} time marks for {} rows",
+                        index.time_marks.len(),
+                        self.rows
+                    )));
+                }
+                index
+            }
+            None => std::mem::take(&mut self.index).finish(),
+        };
         let encoded = super::index::encode(&index)?;
         self.store.put(&index_name(R::SIGNAL, self.meta.id), &encoded)?;
         let sink = self.writer.into_inner()?;
         sink.0.commit()?;
         Part::open_with_index(self.store, self.meta, index)
+    }
+}
+
+/// The helper thread of a [`PartWriter`], converting chunks of records to
+/// Arrow batches in order. It ends when the writer (and so `chunks`) is
+/// dropped.
+struct Converter<R> {
+    chunks: std::sync::mpsc::SyncSender<Vec<Arc<R>>>,
+    batches: std::sync::mpsc::Receiver<Result<RecordBatch>>,
+    /// Chunks sent whose batches were not received yet.
+    in_flight: usize,
+}
+
+impl<R: Columnar> Converter<R> {
+    fn start() -> Result<Self> {
+        let (chunks, chunk_rx) = std::sync::mpsc::sync_channel::<Vec<Arc<R>>>(1);
+        let (batch_tx, batches) = std::sync::mpsc::sync_channel(2);
+        std::thread::Builder::new()
+            .name("skein-part-arrow".into())
+            .spawn(move || {
+                for chunk in chunk_rx {
+                    let refs: Vec<&R> = chunk.iter().map(|r| &**r).collect();
+                    if batch_tx.send(R::to_batch(&refs)).is_err() {
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| Error::io("start part conversion thread", e))?;
+        Ok(Converter {
+            chunks,
+            batches,
+            in_flight: 0,
+        })
+    }
+
+    fn send(&mut self, chunk: Vec<Arc<R>>) -> Result<()> {
+        self.chunks.send(chunk).map_err(|_| Self::gone())?;
+        self.in_flight += 1;
+        Ok(())
+    }
+
+    fn receive(&mut self) -> Result<RecordBatch> {
+        let batch = self.batches.recv().map_err(|_| Self::gone())?;
+        self.in_flight -= 1;
+        batch
+    }
+
+    fn gone() -> Error {
+        Error::Other("part writer: the conversion thread stopped".into())
     }
 }
