@@ -57,6 +57,55 @@ impl<'a, T> Interner<'a, T> {
 const WAL_ZSTD_LEVEL: i32 = 1;
 
 pub fn encode_batch<R: Record>(records: &[R]) -> Result<Vec<u8>> {
+    with_encoded_batch(records, |body| Ok(body.to_vec()))
+}
+
+/// Encodes `records` and hands the encoded batch to `f`. The bytes live in
+/// buffers this thread reuses: a batch is hundreds of KB, and allocating
+/// that afresh per batch cost more (page faults, zeroing) than encoding.
+pub fn with_encoded_batch<R: Record, T>(records: &[R], f: impl FnOnce(&[u8]) -> Result<T>) -> Result<T> {
+    thread_local! {
+        static BUFFERS: std::cell::RefCell<Buffers> = std::cell::RefCell::new(Buffers::default());
+    }
+    BUFFERS.with(|b| {
+        let mut b = b.borrow_mut();
+        let b = &mut *b;
+        let raw = std::mem::take(&mut b.raw);
+        b.raw = serialize(records, raw)?;
+        b.compressed.clear();
+        b.compressed.reserve(zstd::zstd_safe::compress_bound(b.raw.len()));
+        let compressor = match b.compressor.as_mut() {
+            Some(c) => c,
+            None => b
+                .compressor
+                .insert(zstd::bulk::Compressor::new(WAL_ZSTD_LEVEL).map_err(|e| Error::io("zstd context", e))?),
+        };
+        compressor
+            .compress_to_buffer(&b.raw[..], &mut b.compressed)
+            .map_err(|e| Error::io("compress batch", e))?;
+        let out = f(&b.compressed);
+        // Keep buffers for typical batches; let a rare huge one go.
+        for buf in [&mut b.raw, &mut b.compressed] {
+            if buf.capacity() > MAX_KEPT_BUFFER {
+                *buf = Vec::new();
+            }
+        }
+        out
+    })
+}
+
+/// Per-thread encoding state (a zstd context is hundreds of KB to set up).
+#[derive(Default)]
+struct Buffers {
+    raw: Vec<u8>,
+    compressed: Vec<u8>,
+    compressor: Option<zstd::bulk::Compressor<'static>>,
+}
+
+const MAX_KEPT_BUFFER: usize = 8 << 20;
+
+/// The postcard bytes of a batch, appended to `buf` after clearing it.
+fn serialize<R: Record>(records: &[R], mut buf: Vec<u8>) -> Result<Vec<u8>> {
     let mut resources = Interner::new();
     let mut scopes = Interner::new();
     let mut metrics = Interner::new();
@@ -73,28 +122,8 @@ pub fn encode_batch<R: Record>(records: &[R]) -> Result<Vec<u8>> {
         metrics: metrics.list,
         items,
     };
-    let estimate: usize = records.iter().map(|r| r.approx_size()).sum();
-    let raw = postcard::to_extend(&wire, Vec::with_capacity(estimate))
-        .map_err(|e| Error::Other(format!("encode batch: {e}")))?;
-    compress(&raw)
-}
-
-/// zstd-compresses a WAL batch with this thread's compressor: a zstd
-/// context is hundreds of KB to set up, far more than a batch costs to
-/// compress.
-fn compress(raw: &[u8]) -> Result<Vec<u8>> {
-    thread_local! {
-        static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
-            const { std::cell::RefCell::new(None) };
-    }
-    COMPRESSOR.with(|c| {
-        let mut c = c.borrow_mut();
-        let compressor = match c.as_mut() {
-            Some(compressor) => compressor,
-            None => c.insert(zstd::bulk::Compressor::new(WAL_ZSTD_LEVEL).map_err(|e| Error::io("zstd context", e))?),
-        };
-        compressor.compress(raw).map_err(|e| Error::io("compress batch", e))
-    })
+    buf.clear();
+    postcard::to_extend(&wire, buf).map_err(|e| Error::Other(format!("encode batch: {e}")))
 }
 
 /// The largest decompressed batch accepted, a guard against corrupt sizes.
@@ -181,6 +210,26 @@ mod tests {
             decode_batch::<skein_model::MetricPoint>(&encode_batch(&points).unwrap()).unwrap(),
             points
         );
+    }
+
+    /// The thread's buffers carry nothing from one batch into the next,
+    /// whether it is smaller or larger.
+    #[test]
+    fn reused_buffers_never_leak_into_the_next_batch() {
+        let big = testdata::spans(50, 10);
+        let small = testdata::spans(2, 3);
+        let huge: Vec<_> = (0..3)
+            .map(|i| {
+                let mut s = small[0].clone();
+                s.name = format!("{i}").repeat(4 << 20);
+                s
+            })
+            .collect();
+        for batch in [&big, &small, &huge, &small, &big] {
+            let bytes = encode_batch(batch).unwrap();
+            let back: Vec<skein_model::Span> = decode_batch(&bytes).unwrap();
+            assert_eq!(&back, batch);
+        }
     }
 
     #[test]

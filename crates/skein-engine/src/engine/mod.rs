@@ -380,11 +380,15 @@ impl Inner {
             return Ok(report);
         }
         self.wait_for_room();
-        let body = codec::encode_batch(&accepted)?;
         let n = accepted.len();
         {
-            let _gate = self.gate.read();
-            let seq = self.wal.append(R::SIGNAL, n as u32, &body)?;
+            // The gate is taken after encoding (which is most of the work)
+            // and held until the records are in the tier the WAL
+            // segment belongs to.
+            let (seq, _gate) = codec::with_encoded_batch(&accepted, |body| {
+                let gate = self.gate.read();
+                Ok((self.wal.append(R::SIGNAL, n as u32, body)?, gate))
+            })?;
             let active = self.state.read().active.clone();
             R::table(&active).write().insert(accepted, seq);
         }

@@ -14,7 +14,13 @@ use crate::log::LogRecord;
 use crate::value::AnyValue;
 
 pub fn logs_from_otlp(req: ExportLogsServiceRequest) -> Decoded<LogRecord> {
-    let mut out = Decoded::default();
+    let count = req
+        .resource_logs
+        .iter()
+        .flat_map(|rl| &rl.scope_logs)
+        .map(|sl| sl.log_records.len())
+        .sum();
+    let mut out = Decoded::with_capacity(count);
     let mut index = 0usize;
     for rl in req.resource_logs {
         let resource = resource_from_otlp(rl.resource, rl.schema_url);

@@ -37,6 +37,16 @@ pub struct Decoded<T> {
 pub const MAX_ERROR_MESSAGES: usize = 8;
 
 impl<T> Decoded<T> {
+    /// Room for `n` records up front: a request's records are large, and
+    /// growing the vector by doubling copies them over and over.
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        Decoded {
+            records: Vec::with_capacity(n),
+            rejected: 0,
+            errors: Vec::new(),
+        }
+    }
+
     pub(crate) fn reject(&mut self, err: crate::ModelError) {
         self.rejected += 1;
         if self.errors.len() < MAX_ERROR_MESSAGES {

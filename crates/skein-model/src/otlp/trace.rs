@@ -13,7 +13,13 @@ use crate::span::{Event, Link, Span, SpanKind, Status, StatusCode};
 
 /// Decodes and validates every span of an export request.
 pub fn spans_from_otlp(req: ExportTraceServiceRequest) -> Decoded<Span> {
-    let mut out = Decoded::default();
+    let count = req
+        .resource_spans
+        .iter()
+        .flat_map(|rs| &rs.scope_spans)
+        .map(|ss| ss.spans.len())
+        .sum();
+    let mut out = Decoded::with_capacity(count);
     let mut index = 0usize;
     for rs in req.resource_spans {
         let resource = resource_from_otlp(rs.resource, rs.schema_url);
