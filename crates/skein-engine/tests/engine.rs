@@ -144,6 +144,26 @@ fn search_filters_paginate_newest_first() {
     );
 }
 
+/// A page of indexed results decodes the rows it returns plus one (to know
+/// a next page exists), not a second, doubled chunk.
+#[test]
+fn a_page_of_indexed_results_decodes_one_row_more_than_it_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(opts(dir.path())).unwrap();
+    let corpus = Corpus::with_shape(2000, 10, 5, 10, testdata::END_NS);
+    e.ingest_spans(corpus.spans(0..2000)).unwrap();
+    e.flush().unwrap();
+    let q = SpanQuery {
+        attributes: vec![AttrFilter::eq(AttrScope::Record, "benchmark.group", "group-3")],
+        limit: 50,
+        ..Default::default()
+    };
+    let r = e.search_spans(&q).unwrap();
+    assert_eq!(r.records.len(), 50);
+    assert!(r.next_cursor.is_some());
+    assert_eq!(r.explain.rows_decoded, 51, "{:?}", r.explain);
+}
+
 #[test]
 fn aggregates_match_the_data() {
     let dir = tempfile::tempdir().unwrap();

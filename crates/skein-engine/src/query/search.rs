@@ -223,7 +223,9 @@ impl<R: Columnar> Stream<R> {
                 part,
                 pending,
                 pos: 0,
-                chunk: q.limit().clamp(16, 256),
+                // One more than the limit: telling whether a next page
+                // exists must not cost a second, doubled read.
+                chunk: (q.limit() + 1).clamp(16, 257),
             }),
             buffer: VecDeque::new(),
             explain,
