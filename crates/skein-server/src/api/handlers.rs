@@ -9,7 +9,7 @@ use skein_engine::{Cursor, Engine, LogQuery, MetricQuery, SpanQuery, Window};
 use skein_model::{SpanKind, StatusCode, TraceId};
 
 use super::params::{Params, now_ns, parse_duration};
-use super::{ApiError, ApiResult, blocking, views};
+use super::{ApiError, ApiResult, JsonBytes, blocking, blocking_bytes, to_json_bytes, views};
 use crate::app::App;
 
 type Q = Query<Vec<(String, String)>>;
@@ -23,10 +23,14 @@ fn cursor(p: &mut Params) -> Result<Option<Cursor>, ApiError> {
 }
 
 fn with_explain(mut v: Value, explain: bool, e: &skein_engine::Explain) -> Value {
-    if explain {
-        v["explain"] = serde_json::to_value(e).unwrap_or(Value::Null);
+    if let Some(x) = explain_value(explain, e) {
+        v["explain"] = x;
     }
     v
+}
+
+fn explain_value(explain: bool, e: &skein_engine::Explain) -> Option<Value> {
+    explain.then(|| serde_json::to_value(e).unwrap_or(Value::Null))
 }
 
 fn span_query(p: &mut Params) -> Result<SpanQuery, ApiError> {
@@ -53,7 +57,11 @@ fn span_query(p: &mut Params) -> Result<SpanQuery, ApiError> {
     })
 }
 
-pub async fn get_trace(State(app): State<Arc<App>>, Path(id): Path<String>, Query(q): Q) -> ApiResult {
+pub async fn get_trace(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    Query(q): Q,
+) -> Result<JsonBytes, ApiError> {
     let tid = trace_id(&id)?;
     let mut p = Params::new(q);
     let format = p.get("format").unwrap_or_else(|| "skein".into());
@@ -62,19 +70,21 @@ pub async fn get_trace(State(app): State<Arc<App>>, Path(id): Path<String>, Quer
     if format != "skein" && format != "otlp" {
         return Err(ApiError::bad_param("format", "must be skein or otlp"));
     }
-    blocking(&app, "trace", move |e| {
+    blocking_bytes(&app, "trace", move |e| {
         let t = e.get_trace(tid)?;
         if t.spans.is_empty() {
             return Err(ApiError::not_found(format!("trace {id} not found")));
         }
-        let v = if format == "otlp" {
+        if format == "otlp" {
             let spans: Vec<skein_model::Span> = t.spans.iter().map(|s| (**s).clone()).collect();
-            super::otlp_json::trace_request(&skein_model::otlp::spans_to_otlp(&spans))
-                .map_err(|e| ApiError::internal(e.to_string()))?
-        } else {
-            views::trace(&tid.to_hex(), &t.spans)
-        };
-        Ok(with_explain(v, explain, &t.explain))
+            let v = super::otlp_json::trace_request(&skein_model::otlp::spans_to_otlp(&spans))
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+            return to_json_bytes(&with_explain(v, explain, &t.explain));
+        }
+        let hex = tid.to_hex();
+        let mut view = views::TraceJson::new(&hex, &t.spans);
+        view.explain = explain_value(explain, &t.explain);
+        to_json_bytes(&view)
     })
     .await
 }
@@ -153,18 +163,18 @@ pub async fn list_traces(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult 
     .await
 }
 
-pub async fn search_spans(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
+pub async fn search_spans(State(app): State<Arc<App>>, Query(q): Q) -> Result<JsonBytes, ApiError> {
     let mut p = Params::new(q);
     let query = span_query(&mut p)?;
     let explain = p.flag("explain")?;
     p.finish()?;
-    blocking(&app, "spans", move |e| {
+    blocking_bytes(&app, "spans", move |e| {
         let r = e.search_spans(&query)?;
-        let v = json!({
-            "spans": r.records.iter().map(|s| views::span(s)).collect::<Vec<_>>(),
-            "next_cursor": r.next_cursor.map(|c| c.to_string()),
-        });
-        Ok(with_explain(v, explain, &r.explain))
+        to_json_bytes(&views::SpansPage {
+            spans: &r.records,
+            next_cursor: r.next_cursor.map(|c| c.to_string()),
+            explain: explain_value(explain, &r.explain),
+        })
     })
     .await
 }

@@ -98,13 +98,44 @@ pub(crate) async fn blocking<F>(app: &Arc<App>, endpoint: &'static str, f: F) ->
 where
     F: FnOnce(&skein_engine::Engine) -> Result<Value, ApiError> + Send + 'static,
 {
+    on_blocking_thread(app, endpoint, f).await.map(Json)
+}
+
+/// A JSON answer serialized already (on the blocking thread, straight from
+/// the records, without a `Value` in between).
+pub struct JsonBytes(pub Vec<u8>);
+
+impl IntoResponse for JsonBytes {
+    fn into_response(self) -> Response {
+        ([(axum::http::header::CONTENT_TYPE, "application/json")], self.0).into_response()
+    }
+}
+
+/// [`blocking`] for handlers that serialize their answer themselves.
+pub(crate) async fn blocking_bytes<F>(app: &Arc<App>, endpoint: &'static str, f: F) -> Result<JsonBytes, ApiError>
+where
+    F: FnOnce(&skein_engine::Engine) -> Result<Vec<u8>, ApiError> + Send + 'static,
+{
+    on_blocking_thread(app, endpoint, f).await.map(JsonBytes)
+}
+
+async fn on_blocking_thread<T, F>(app: &Arc<App>, endpoint: &'static str, f: F) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: FnOnce(&skein_engine::Engine) -> Result<T, ApiError> + Send + 'static,
+{
     let engine = app.engine().map_err(|nr| ApiError::unavailable(nr.message()))?.clone();
     let started = Instant::now();
     let out = tokio::task::spawn_blocking(move || f(&engine))
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
     app.metrics.observe_query(endpoint, started.elapsed().as_secs_f64());
-    out.map(Json)
+    out
+}
+
+/// Serializes an answer to JSON bytes.
+pub(crate) fn to_json_bytes<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, ApiError> {
+    serde_json::to_vec(v).map_err(|e| ApiError::internal(e.to_string()))
 }
 
 /// Every route of the API: (method, path). The OpenAPI document and the

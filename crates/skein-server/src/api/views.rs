@@ -4,8 +4,10 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
+use serde::ser::{SerializeMap, SerializeSeq};
+use serde::{Serialize, Serializer};
 use serde_json::{Map, Value, json};
-use skein_model::json::{any_value_to_plain_json, attrs_to_plain_json};
+use skein_model::json::{PlainAttrs, any_value_to_plain_json, attrs_to_plain_json};
 use skein_model::log::severity_band;
 use skein_model::metric::{MetricKind, Number, PointValue};
 use skein_model::{LogRecord, MetricPoint, Span};
@@ -15,60 +17,121 @@ fn opt_str(s: &str) -> Value {
 }
 
 pub fn span(s: &Span) -> Value {
-    let mut m = Map::new();
-    m.insert("trace_id".into(), s.trace_id.to_hex().into());
-    m.insert("span_id".into(), s.span_id.to_hex().into());
-    m.insert(
-        "parent_span_id".into(),
-        s.parent_span_id.map(|p| Value::from(p.to_hex())).unwrap_or(Value::Null),
-    );
-    m.insert("service".into(), s.service_name().into());
-    m.insert("name".into(), s.name.as_str().into());
-    m.insert("kind".into(), s.kind.as_str().into());
-    m.insert("start_time_unix_nano".into(), s.start_time_unix_nano.into());
-    m.insert("end_time_unix_nano".into(), s.end_time_unix_nano.into());
-    m.insert("duration_ns".into(), s.duration_ns().into());
-    m.insert(
-        "status".into(),
-        json!({"code": s.status.code.as_str(), "message": opt_str(&s.status.message)}),
-    );
-    m.insert("attributes".into(), Value::Object(attrs_to_plain_json(&s.attributes)));
-    m.insert(
-        "resource".into(),
-        Value::Object(attrs_to_plain_json(&s.resource.attributes)),
-    );
-    m.insert(
-        "scope".into(),
-        json!({"name": s.scope.name, "version": opt_str(&s.scope.version)}),
-    );
-    m.insert(
-        "events".into(),
-        Value::Array(
-            s.events
-                .iter()
-                .map(|e| {
-                    json!({"name": e.name, "time_unix_nano": e.time_unix_nano,
-                           "attributes": attrs_to_plain_json(&e.attributes)})
-                })
-                .collect(),
-        ),
-    );
-    m.insert(
-        "links".into(),
-        Value::Array(
-            s.links
-                .iter()
-                .map(|l| {
-                    json!({"trace_id": l.trace_id.to_hex(), "span_id": l.span_id.to_hex(),
-                           "attributes": attrs_to_plain_json(&l.attributes)})
-                })
-                .collect(),
-        ),
-    );
-    if !s.trace_state.is_empty() {
-        m.insert("trace_state".into(), s.trace_state.as_str().into());
+    serde_json::to_value(SpanJson { span: s, depth: None }).unwrap_or(Value::Null)
+}
+
+/// A span as the API prints it. Serialized straight from the span (no
+/// `Value` in between, which cost more than the search itself for a page
+/// of results), with keys in sorted order, so the text is exactly that of
+/// the equivalent `serde_json::Value`.
+pub struct SpanJson<'a> {
+    pub span: &'a Span,
+    /// Depth in its trace's tree, in trace views.
+    pub depth: Option<usize>,
+}
+
+impl Serialize for SpanJson<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let s = self.span;
+        let mut m = ser.serialize_map(None)?;
+        m.serialize_entry("attributes", &PlainAttrs(&s.attributes))?;
+        if let Some(depth) = self.depth {
+            m.serialize_entry("depth", &depth)?;
+        }
+        m.serialize_entry("duration_ns", &s.duration_ns())?;
+        m.serialize_entry("end_time_unix_nano", &s.end_time_unix_nano)?;
+        m.serialize_entry("events", &Events(&s.events))?;
+        m.serialize_entry("kind", s.kind.as_str())?;
+        m.serialize_entry("links", &Links(&s.links))?;
+        m.serialize_entry("name", &s.name)?;
+        m.serialize_entry("parent_span_id", &s.parent_span_id.map(|p| p.to_hex()))?;
+        m.serialize_entry("resource", &PlainAttrs(&s.resource.attributes))?;
+        m.serialize_entry("scope", &ScopeJson(&s.scope))?;
+        m.serialize_entry("service", s.service_name())?;
+        m.serialize_entry("span_id", &s.span_id.to_hex())?;
+        m.serialize_entry("start_time_unix_nano", &s.start_time_unix_nano)?;
+        m.serialize_entry("status", &StatusJson(&s.status))?;
+        m.serialize_entry("trace_id", &s.trace_id.to_hex())?;
+        if !s.trace_state.is_empty() {
+            m.serialize_entry("trace_state", &s.trace_state)?;
+        }
+        m.end()
     }
-    Value::Object(m)
+}
+
+/// `s` or null when empty.
+fn nonempty(s: &str) -> Option<&str> {
+    (!s.is_empty()).then_some(s)
+}
+
+struct StatusJson<'a>(&'a skein_model::Status);
+
+impl Serialize for StatusJson<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let mut m = ser.serialize_map(Some(2))?;
+        m.serialize_entry("code", self.0.code.as_str())?;
+        m.serialize_entry("message", &nonempty(&self.0.message))?;
+        m.end()
+    }
+}
+
+struct ScopeJson<'a>(&'a skein_model::Scope);
+
+impl Serialize for ScopeJson<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let mut m = ser.serialize_map(Some(2))?;
+        m.serialize_entry("name", &self.0.name)?;
+        m.serialize_entry("version", &nonempty(&self.0.version))?;
+        m.end()
+    }
+}
+
+struct Events<'a>(&'a [skein_model::span::Event]);
+
+impl Serialize for Events<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let mut seq = ser.serialize_seq(Some(self.0.len()))?;
+        for e in self.0 {
+            seq.serialize_element(&EventJson(e))?;
+        }
+        seq.end()
+    }
+}
+
+struct EventJson<'a>(&'a skein_model::span::Event);
+
+impl Serialize for EventJson<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let mut m = ser.serialize_map(Some(3))?;
+        m.serialize_entry("attributes", &PlainAttrs(&self.0.attributes))?;
+        m.serialize_entry("name", &self.0.name)?;
+        m.serialize_entry("time_unix_nano", &self.0.time_unix_nano)?;
+        m.end()
+    }
+}
+
+struct Links<'a>(&'a [skein_model::span::Link]);
+
+impl Serialize for Links<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let mut seq = ser.serialize_seq(Some(self.0.len()))?;
+        for l in self.0 {
+            seq.serialize_element(&LinkJson(l))?;
+        }
+        seq.end()
+    }
+}
+
+struct LinkJson<'a>(&'a skein_model::span::Link);
+
+impl Serialize for LinkJson<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let mut m = ser.serialize_map(Some(3))?;
+        m.serialize_entry("attributes", &PlainAttrs(&self.0.attributes))?;
+        m.serialize_entry("span_id", &self.0.span_id.to_hex())?;
+        m.serialize_entry("trace_id", &self.0.trace_id.to_hex())?;
+        m.end()
+    }
 }
 
 pub fn log(l: &LogRecord) -> Value {
@@ -175,69 +238,289 @@ pub fn metric_point(p: &MetricPoint) -> Value {
 /// A trace as a tree: spans in depth-first order (children by start time),
 /// each with its `depth`; spans whose parent is missing are roots too.
 pub fn trace(trace_id: &str, spans: &[Arc<Span>]) -> Value {
-    let ids: HashSet<u64> = spans.iter().map(|s| s.span_id.as_u64()).collect();
-    let mut children: HashMap<u64, Vec<usize>> = HashMap::new();
-    let mut roots = Vec::new();
-    for (i, s) in spans.iter().enumerate() {
-        match s.parent_span_id {
-            Some(p) if ids.contains(&p.as_u64()) && p != s.span_id => children.entry(p.as_u64()).or_default().push(i),
-            _ => roots.push(i),
-        }
-    }
-    let by_start = |v: &mut Vec<usize>| v.sort_by_key(|&i| (spans[i].start_time_unix_nano, spans[i].span_id));
-    by_start(&mut roots);
-    for v in children.values_mut() {
-        by_start(v);
-    }
-    let mut ordered = Vec::with_capacity(spans.len());
-    let mut seen = HashSet::new();
-    let mut stack: Vec<(usize, usize)> = roots.iter().rev().map(|&i| (i, 0)).collect();
-    while let Some((i, depth)) = stack.pop() {
-        if !seen.insert(i) {
-            continue;
-        }
-        let mut v = span(&spans[i]);
-        v["depth"] = depth.into();
-        ordered.push(v);
-        if let Some(kids) = children.get(&spans[i].span_id.as_u64()) {
-            for &k in kids.iter().rev() {
-                stack.push((k, depth + 1));
+    serde_json::to_value(TraceJson::new(trace_id, spans)).unwrap_or(Value::Null)
+}
+
+/// A trace as the API prints it: its spans in tree order (depth first,
+/// siblings by start time) with their depth, and a summary. Serialized
+/// straight from the spans, keys sorted (see [`SpanJson`]).
+pub struct TraceJson<'a> {
+    trace_id: &'a str,
+    spans: &'a [Arc<Span>],
+    /// (index into `spans`, depth) in tree order.
+    ordered: Vec<(usize, usize)>,
+    root: Option<usize>,
+    with_spans: bool,
+    /// The engine's explain, when asked for.
+    pub explain: Option<Value>,
+}
+
+impl<'a> TraceJson<'a> {
+    pub fn new(trace_id: &'a str, spans: &'a [Arc<Span>]) -> Self {
+        let ids: HashSet<u64> = spans.iter().map(|s| s.span_id.as_u64()).collect();
+        let mut children: HashMap<u64, Vec<usize>> = HashMap::new();
+        let mut roots = Vec::new();
+        for (i, s) in spans.iter().enumerate() {
+            match s.parent_span_id {
+                Some(p) if ids.contains(&p.as_u64()) && p != s.span_id => {
+                    children.entry(p.as_u64()).or_default().push(i)
+                }
+                _ => roots.push(i),
             }
         }
-    }
-    // Cycles (a malformed trace) leave spans unvisited: list them as roots.
-    for (i, s) in spans.iter().enumerate() {
-        if !seen.contains(&i) {
-            let mut v = span(s);
-            v["depth"] = 0.into();
-            ordered.push(v);
+        let by_start = |v: &mut Vec<usize>| v.sort_by_key(|&i| (spans[i].start_time_unix_nano, spans[i].span_id));
+        by_start(&mut roots);
+        for v in children.values_mut() {
+            by_start(v);
+        }
+        let mut ordered = Vec::with_capacity(spans.len());
+        let mut seen = HashSet::new();
+        let mut stack: Vec<(usize, usize)> = roots.iter().rev().map(|&i| (i, 0)).collect();
+        while let Some((i, depth)) = stack.pop() {
+            if !seen.insert(i) {
+                continue;
+            }
+            ordered.push((i, depth));
+            if let Some(kids) = children.get(&spans[i].span_id.as_u64()) {
+                for &k in kids.iter().rev() {
+                    stack.push((k, depth + 1));
+                }
+            }
+        }
+        // Cycles (a malformed trace) leave spans unvisited: list them as roots.
+        for i in 0..spans.len() {
+            if !seen.contains(&i) {
+                ordered.push((i, 0));
+            }
+        }
+        TraceJson {
+            trace_id,
+            spans,
+            ordered,
+            root: roots.first().copied(),
+            with_spans: true,
+            explain: None,
         }
     }
-    let start = spans.iter().map(|s| s.start_time_unix_nano).min().unwrap_or(0);
-    let end = spans.iter().map(|s| s.end_time_unix_nano).max().unwrap_or(0);
-    let services: BTreeSet<&str> = spans.iter().map(|s| s.service_name()).collect();
-    let root = roots.first().map(|&i| {
-        let r = &spans[i];
-        json!({"span_id": r.span_id.to_hex(), "service": r.service_name(), "name": r.name, "duration_ns": r.duration_ns()})
-    });
-    json!({
-        "trace_id": trace_id,
-        "root": root,
-        "start_time_unix_nano": start,
-        "end_time_unix_nano": end,
-        "duration_ns": end.saturating_sub(start),
-        "span_count": spans.len(),
-        "error_count": spans.iter().filter(|s| s.is_error()).count(),
-        "services": services,
-        "spans": ordered,
-    })
+}
+
+impl Serialize for TraceJson<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let spans = self.spans;
+        let start = spans.iter().map(|s| s.start_time_unix_nano).min().unwrap_or(0);
+        let end = spans.iter().map(|s| s.end_time_unix_nano).max().unwrap_or(0);
+        let services: BTreeSet<&str> = spans.iter().map(|s| s.service_name()).collect();
+        let root = self.root.map(|i| {
+            let r = &spans[i];
+            json!({"span_id": r.span_id.to_hex(), "service": r.service_name(), "name": r.name, "duration_ns": r.duration_ns()})
+        });
+        let mut m = ser.serialize_map(None)?;
+        m.serialize_entry("duration_ns", &end.saturating_sub(start))?;
+        m.serialize_entry("end_time_unix_nano", &end)?;
+        m.serialize_entry("error_count", &spans.iter().filter(|s| s.is_error()).count())?;
+        if let Some(explain) = &self.explain {
+            m.serialize_entry("explain", explain)?;
+        }
+        m.serialize_entry("root", &root)?;
+        m.serialize_entry("services", &services)?;
+        m.serialize_entry("span_count", &spans.len())?;
+        if self.with_spans {
+            m.serialize_entry("spans", &TreeOrder(self))?;
+        }
+        m.serialize_entry("start_time_unix_nano", &start)?;
+        m.serialize_entry("trace_id", self.trace_id)?;
+        m.end()
+    }
+}
+
+struct TreeOrder<'a>(&'a TraceJson<'a>);
+
+impl Serialize for TreeOrder<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let mut seq = ser.serialize_seq(Some(self.0.ordered.len()))?;
+        for &(i, depth) in &self.0.ordered {
+            seq.serialize_element(&SpanJson {
+                span: &self.0.spans[i],
+                depth: Some(depth),
+            })?;
+        }
+        seq.end()
+    }
+}
+
+/// A page of span search results, keys sorted (see [`SpanJson`]).
+pub struct SpansPage<'a> {
+    pub spans: &'a [Arc<Span>],
+    pub next_cursor: Option<String>,
+    pub explain: Option<Value>,
+}
+
+impl Serialize for SpansPage<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        struct List<'a>(&'a [Arc<Span>]);
+        impl Serialize for List<'_> {
+            fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+                let mut seq = ser.serialize_seq(Some(self.0.len()))?;
+                for s in self.0 {
+                    seq.serialize_element(&SpanJson { span: s, depth: None })?;
+                }
+                seq.end()
+            }
+        }
+        let mut m = ser.serialize_map(None)?;
+        if let Some(explain) = &self.explain {
+            m.serialize_entry("explain", explain)?;
+        }
+        m.serialize_entry("next_cursor", &self.next_cursor)?;
+        m.serialize_entry("spans", &List(self.spans))?;
+        m.end()
+    }
 }
 
 /// A one-line summary of a trace, for trace lists.
 pub fn trace_summary(spans: &[Arc<Span>]) -> Value {
-    let mut v = trace(&spans.first().map(|s| s.trace_id.to_hex()).unwrap_or_default(), spans);
-    if let Value::Object(m) = &mut v {
-        m.remove("spans");
+    let id = spans.first().map(|s| s.trace_id.to_hex()).unwrap_or_default();
+    let view = TraceJson {
+        with_spans: false,
+        ..TraceJson::new(&id, spans)
+    };
+    serde_json::to_value(view).unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use skein_model::{AnyValue, KeyValue};
+
+    use super::*;
+
+    fn variety() -> Vec<Arc<Span>> {
+        let corpus = skein_model::corpus::Corpus::with_shape(20, 10, 3, 10, 1_767_225_600_000_000_000);
+        let mut spans = corpus.spans(0..20);
+        let weird = vec![
+            KeyValue::new("z", 1i64),
+            KeyValue::new("a", "x"),
+            KeyValue::new("a", "dup"),
+            KeyValue {
+                key: "d".into(),
+                value: AnyValue::Double(f64::NAN),
+            },
+            KeyValue {
+                key: "e".into(),
+                value: AnyValue::Double(f64::INFINITY),
+            },
+            KeyValue {
+                key: "f".into(),
+                value: AnyValue::Double(f64::NEG_INFINITY),
+            },
+            KeyValue {
+                key: "g".into(),
+                value: AnyValue::Double(1.0),
+            },
+            KeyValue {
+                key: "g2".into(),
+                value: AnyValue::Double(-0.0),
+            },
+            KeyValue {
+                key: "h".into(),
+                value: AnyValue::Bytes(vec![0, 255, 3]),
+            },
+            KeyValue {
+                key: "i".into(),
+                value: AnyValue::Empty,
+            },
+            KeyValue {
+                key: "j".into(),
+                value: AnyValue::Bool(true),
+            },
+            KeyValue {
+                key: "k".into(),
+                value: AnyValue::Array(vec![
+                    AnyValue::Int(1),
+                    AnyValue::Str("s\"q".into()),
+                    AnyValue::Map(vec![KeyValue::new("y", 2i64), KeyValue::new("b", 3i64)]),
+                ]),
+            },
+            KeyValue {
+                key: "é ünï".into(),
+                value: AnyValue::Map(vec![KeyValue::new("m", "n"), KeyValue::new("m", "o")]),
+            },
+        ];
+        for (i, s) in spans.iter_mut().enumerate() {
+            if i % 3 == 0 {
+                s.attributes.extend(weird.clone());
+            }
+            if i % 4 == 0 {
+                s.trace_state = "k=v".into();
+                s.status.message = "bad".into();
+            }
+            if i % 5 == 0 {
+                s.events.push(skein_model::Event {
+                    time_unix_nano: 5,
+                    name: "ev".into(),
+                    attributes: weird.clone(),
+                    dropped_attributes_count: 0,
+                });
+                s.links.push(skein_model::Link {
+                    trace_id: s.trace_id,
+                    span_id: s.span_id,
+                    trace_state: String::new(),
+                    attributes: weird.clone(),
+                    dropped_attributes_count: 0,
+                    flags: 0,
+                });
+            }
+        }
+        // A cycle.
+        let (a, b) = (spans[0].span_id, spans[1].span_id);
+        spans[0].parent_span_id = Some(b);
+        spans[1].parent_span_id = Some(a);
+        spans.into_iter().map(Arc::new).collect()
     }
-    v
+
+    /// The direct serializers print exactly what their `Value` (whose maps
+    /// are sorted by key) prints: same keys, same order, same numbers.
+    #[test]
+    fn direct_serialization_prints_what_its_value_prints() {
+        let spans = variety();
+        let same = |direct: String, v: Value| assert_eq!(direct, serde_json::to_string(&v).unwrap());
+        for s in &spans {
+            let view = SpanJson {
+                span: s,
+                depth: Some(2),
+            };
+            same(
+                serde_json::to_string(&view).unwrap(),
+                serde_json::to_value(&view).unwrap(),
+            );
+        }
+        for chunk in spans.chunks(10) {
+            let id = chunk[0].trace_id.to_hex();
+            let mut view = TraceJson::new(&id, chunk);
+            view.explain = Some(json!({"b": 1, "a": [2]}));
+            same(
+                serde_json::to_string(&view).unwrap(),
+                serde_json::to_value(&view).unwrap(),
+            );
+            let page = SpansPage {
+                spans: chunk,
+                next_cursor: Some("c".into()),
+                explain: Some(json!({"z": 0})),
+            };
+            same(
+                serde_json::to_string(&page).unwrap(),
+                serde_json::to_value(&page).unwrap(),
+            );
+        }
+        // The awkward values print as the API documents them.
+        let text = serde_json::to_string(&span(&spans[0])).unwrap();
+        for want in [
+            r#""d":"NaN""#,
+            r#""e":"Infinity""#,
+            r#""a":"x""#,
+            r#""h":"AP8D""#,
+            r#""i":null"#,
+        ] {
+            assert!(text.contains(want), "{want} in {text}");
+        }
+    }
 }
