@@ -92,24 +92,23 @@ fn log_key(v: &Value) -> Result<SpanKey, String> {
 }
 
 struct Timed {
-    http: reqwest::blocking::Client,
-    api: String,
+    http: crate::http1::Connection,
 }
 
 impl Timed {
-    fn get(&self, path: &str, samples: &mut Samples) -> Result<Value, String> {
+    /// GETs `path`, timing request to last byte of the answer.
+    fn get_raw(&mut self, path: &str, samples: &mut Samples) -> Result<Vec<u8>, String> {
         let t = Instant::now();
-        let r = self
-            .http
-            .get(format!("{}{path}", self.api))
-            .send()
-            .map_err(|e| format!("GET {path}: {e}"))?;
-        let status = r.status();
-        let body = r.bytes().map_err(|e| e.to_string())?;
+        let a = self.http.get(path)?;
         samples.push(t.elapsed());
-        if !status.is_success() {
-            return Err(format!("GET {path}: {status} {}", String::from_utf8_lossy(&body)));
+        if !(200..300).contains(&a.status) {
+            return Err(format!("GET {path}: {} {}", a.status, String::from_utf8_lossy(&a.body)));
         }
+        Ok(a.body)
+    }
+
+    fn get(&mut self, path: &str, samples: &mut Samples) -> Result<Value, String> {
+        let body = self.get_raw(path, samples)?;
         serde_json::from_slice(&body).map_err(|e| format!("GET {path}: {e}"))
     }
 }
@@ -382,12 +381,18 @@ fn server_disk(server: &SkeinProcess, stats: &Value, exp: &Expected) -> Value {
 }
 
 fn query_phase(api: &str, c: &Corpus, exp: &Expected, end_ns: u64, args: &E2eArgs) -> Result<Value, String> {
-    let q = Timed {
-        http: reqwest::blocking::Client::new(),
-        api: api.to_string(),
+    let mut q = Timed {
+        http: crate::http1::Connection::new(api)?,
     };
-    let total = args.trace_queries + args.attr_queries + 20 * 5 + 10;
+    let total = args.trace_queries + args.attr_queries + 20 * 5 + 10 + 200;
     let pb = bar(total as u64, "queries");
+    // The floor under every figure below: a round trip to the server's
+    // cheapest endpoint on the same connection.
+    let mut floor = Samples::default();
+    for _ in 0..200 {
+        q.get_raw("/healthz", &mut floor)?;
+        pb.inc(1);
+    }
     let mut traces = Samples::default();
     for i in 0..args.trace_queries {
         let t = (i as u64 * c.traces / args.trace_queries as u64).min(c.traces - 1);
@@ -548,6 +553,7 @@ fn query_phase(api: &str, c: &Corpus, exp: &Expected, end_ns: u64, args: &E2eArg
         }
     };
     Ok(json!({
+        "http_floor": summary(&floor),
         "trace_by_id": summary(&traces),
         "attribute_filter": summary(&attrs),
         "services": summary(&services),

@@ -4,6 +4,7 @@
 mod e2e;
 mod engine_mode;
 mod expected;
+mod http1;
 mod ladder;
 mod load;
 mod machine;

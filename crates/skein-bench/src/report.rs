@@ -145,9 +145,13 @@ fn render_e2e(v: &Value) -> String {
     for (k, val) in rows {
         s.push_str(&format!("| {k} | {val} |\n"));
     }
-    s.push_str("\nQuery phase over HTTP (every answer verified against the corpus):\n\n");
+    s.push_str(
+        "\nQuery phase over HTTP (every answer verified against the corpus; one keep-alive \
+         connection, timed from request to the answer's last byte):\n\n",
+    );
     let q = &r["queries"];
     s.push_str(&latency_table(&[
+        ("round trip floor: `GET /healthz`", &q["http_floor"]),
         ("trace by id", &q["trace_by_id"]),
         ("attribute filter, limit 100", &q["attribute_filter"]),
         ("services", &q["services"]),
