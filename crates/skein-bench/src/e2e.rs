@@ -160,6 +160,8 @@ pub fn run(args: &E2eArgs) -> Result<(), String> {
             .collect(),
     );
 
+    // Before any load: what an fsync costs this disk right now.
+    let fsync = crate::machine::fdatasync_latency(&std::env::temp_dir(), 300)?.summary();
     let server = match &args.target {
         Some(_) => None,
         None => {
@@ -279,6 +281,7 @@ pub fn run(args: &E2eArgs) -> Result<(), String> {
             "parts": {"after_ingest": parts_after_ingest, "after_compaction": parts_after_compaction},
             "queries": queries,
             "paced_half_rate": paced,
+            "disk_fdatasync": fsync,
         },
     });
     crate::report::write(&args.out, "e2e", result)?;

@@ -74,3 +74,26 @@ impl Machine {
         self
     }
 }
+
+/// Latency of `fdatasync` after a 64 KiB append in `dir`, `rounds` times
+/// with short pauses: what one group commit costs this disk, and so the
+/// floor under ingest latency with durability `fsync`.
+pub fn fdatasync_latency(dir: &std::path::Path, rounds: usize) -> Result<crate::stats::Samples, String> {
+    use std::io::Write;
+    let path = dir.join(format!("skein-bench-fsync-probe-{}", std::process::id()));
+    let mut file = std::fs::File::create(&path).map_err(|e| format!("create {}: {e}", path.display()))?;
+    let block = vec![0x5au8; 64 << 10];
+    let mut samples = crate::stats::Samples::default();
+    let result = (|| {
+        for _ in 0..rounds {
+            file.write_all(&block).map_err(|e| e.to_string())?;
+            let t = std::time::Instant::now();
+            file.sync_data().map_err(|e| e.to_string())?;
+            samples.push(t.elapsed());
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        Ok::<(), String>(())
+    })();
+    let _ = std::fs::remove_file(&path);
+    result.map(|()| samples)
+}

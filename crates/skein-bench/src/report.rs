@@ -109,6 +109,15 @@ fn render_e2e(v: &Value) -> String {
         ),
         ("log ingest (records/s)", thousands(&r["log_ingest"]["records_per_sec"])),
         (
+            "disk: fdatasync after a 64 KiB write, p50 / p99 / max (ms), before the run",
+            format!(
+                "{} / {} / {}",
+                f(&r["disk_fdatasync"]["p50_ms"], 2),
+                f(&r["disk_fdatasync"]["p99_ms"], 2),
+                f(&r["disk_fdatasync"]["max_ms"], 2)
+            ),
+        ),
+        (
             "request p50 / p99 at half that rate (ms)",
             format!(
                 "{} / {}",
