@@ -23,7 +23,9 @@ pub struct Part {
     pub index: PartIndex,
     source: ParquetSource,
     arrow_meta: ArrowReaderMetadata,
-    /// Arrow decoding of every column, for reads through the page cache.
+    /// The columns records are decoded from (not the ones derived for SQL
+    /// engines), and their Arrow decoding for reads through the page cache.
+    record_columns: ProjectionMask,
     levels: FieldLevels,
     file_bytes: u64,
     /// The namespace of this part's pages in `page_cache`.
@@ -37,19 +39,19 @@ impl std::fmt::Debug for Part {
     }
 }
 
-fn load_metadata(source: &ParquetSource) -> Result<(ArrowReaderMetadata, FieldLevels)> {
+fn load_metadata(
+    source: &ParquetSource,
+    record_columns: &[&str],
+) -> Result<(ArrowReaderMetadata, ProjectionMask, FieldLevels)> {
     // The offset index lets point reads skip to the pages they need; the
     // column index (page min/max) is not used, so it is not kept in memory.
     let opts = ArrowReaderOptions::new()
         .with_offset_index_policy(PageIndexPolicy::Optional)
         .with_column_index_policy(PageIndexPolicy::Skip);
     let meta = ArrowReaderMetadata::load(source, opts)?;
-    let levels = parquet_to_arrow_field_levels(
-        meta.parquet_schema(),
-        ProjectionMask::all(),
-        Some(meta.schema().fields()),
-    )?;
-    Ok((meta, levels))
+    let mask = ProjectionMask::columns(meta.parquet_schema(), record_columns.iter().copied());
+    let levels = parquet_to_arrow_field_levels(meta.parquet_schema(), mask.clone(), Some(meta.schema().fields()))?;
+    Ok((meta, mask, levels))
 }
 
 impl Part {
@@ -58,7 +60,7 @@ impl Part {
     pub fn open<R: Columnar>(store: Arc<dyn PartStore>, id: u64) -> Result<Part> {
         let name = parquet_name(R::SIGNAL, id);
         let source = ParquetSource(store.open(&name)?);
-        let (arrow_meta, levels) = load_metadata(&source)
+        let (arrow_meta, record_columns, levels) = load_metadata(&source, R::record_columns())
             .map_err(|e| Error::corrupt(format!("part {}", store.describe(&name)), e.to_string()))?;
         let meta_json = arrow_meta
             .metadata()
@@ -90,6 +92,7 @@ impl Part {
             index: PartIndex::default(),
             source,
             arrow_meta,
+            record_columns,
             levels,
             file_bytes,
             instance: page_cache::next_instance(),
@@ -108,16 +111,21 @@ impl Part {
         Ok(part)
     }
 
-    pub(crate) fn open_with_index(store: Arc<dyn PartStore>, meta: PartMeta, index: PartIndex) -> Result<Part> {
+    pub(crate) fn open_with_index<R: Columnar>(
+        store: Arc<dyn PartStore>,
+        meta: PartMeta,
+        index: PartIndex,
+    ) -> Result<Part> {
         let name = parquet_name(meta.signal, meta.id);
         let source = ParquetSource(store.open(&name)?);
-        let (arrow_meta, levels) = load_metadata(&source)?;
+        let (arrow_meta, record_columns, levels) = load_metadata(&source, R::record_columns())?;
         let file_bytes = source.0.len();
         Ok(Part {
             meta,
             index,
             source,
             arrow_meta,
+            record_columns,
             levels,
             file_bytes,
             instance: page_cache::next_instance(),
@@ -225,6 +233,7 @@ impl Part {
             }
             None => self
                 .builder()
+                .with_projection(self.record_columns.clone())
                 .with_row_groups(groups)
                 .with_row_selection(selection)
                 .with_batch_size(rows.len())
@@ -275,7 +284,11 @@ impl Part {
 
     /// Streams every record in row (time) order, `batch_rows` at a time.
     pub fn scan<R: Columnar>(&self, batch_rows: usize) -> Result<impl Iterator<Item = Result<Vec<R>>> + use<R>> {
-        let reader = self.builder().with_batch_size(batch_rows).build()?;
+        let reader = self
+            .builder()
+            .with_projection(self.record_columns.clone())
+            .with_batch_size(batch_rows)
+            .build()?;
         Ok(reader.map(|b| R::from_batch(&b?)))
     }
 }

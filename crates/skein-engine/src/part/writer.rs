@@ -276,7 +276,7 @@ impl<R: Columnar> PartWriter<R> {
         self.store.put(&index_name(R::SIGNAL, self.meta.id), &encoded)?;
         let sink = self.writer.into_inner()?;
         sink.0.commit()?;
-        Part::open_with_index(self.store, self.meta, index)
+        Part::open_with_index::<R>(self.store, self.meta, index)
     }
 }
 

@@ -38,6 +38,25 @@ impl Columnar for LogRecord {
         SCHEMA.clone()
     }
 
+    fn record_columns() -> &'static [&'static str] {
+        &[
+            "time_unix_nano",
+            "observed_time_unix_nano",
+            "severity_number",
+            "severity_text",
+            "body",
+            "body_json",
+            "attributes",
+            "dropped_attributes_count",
+            "flags",
+            "trace_id",
+            "span_id",
+            "event_name",
+            "resource",
+            "scope",
+        ]
+    }
+
     fn to_batch(rows: &[&LogRecord]) -> Result<RecordBatch> {
         let n = rows.len();
         let mut timestamp = TimestampNanosecondBuilder::with_capacity(n).with_timezone("UTC");

@@ -198,6 +198,32 @@ impl Columnar for MetricPoint {
         SCHEMA.clone()
     }
 
+    fn record_columns() -> &'static [&'static str] {
+        &[
+            "time_unix_nano",
+            "start_time_unix_nano",
+            "metric_name",
+            "metric_type",
+            "temporality",
+            "is_monotonic",
+            "unit",
+            "description",
+            "metadata",
+            "attributes",
+            "value_double",
+            "value_int",
+            "count",
+            "sum",
+            "min",
+            "max",
+            "distribution",
+            "flags",
+            "exemplars",
+            "resource",
+            "scope",
+        ]
+    }
+
     fn to_batch(rows: &[&MetricPoint]) -> Result<RecordBatch> {
         let n = rows.len();
         let mut time = TimestampNanosecondBuilder::with_capacity(n).with_timezone("UTC");

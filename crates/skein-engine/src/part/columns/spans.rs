@@ -64,6 +64,30 @@ impl Columnar for Span {
         SCHEMA.clone()
     }
 
+    fn record_columns() -> &'static [&'static str] {
+        &[
+            "trace_id",
+            "span_id",
+            "parent_span_id",
+            "name",
+            "kind",
+            "start_time_unix_nano",
+            "duration_ns",
+            "status_code",
+            "status_message",
+            "trace_state",
+            "flags",
+            "attributes",
+            "events",
+            "links",
+            "dropped_attributes_count",
+            "dropped_events_count",
+            "dropped_links_count",
+            "resource",
+            "scope",
+        ]
+    }
+
     fn to_batch(rows: &[&Span]) -> Result<RecordBatch> {
         let n = rows.len();
         let mut trace_id = FixedSizeBinaryBuilder::with_capacity(n, 16);
