@@ -92,7 +92,15 @@ fn is_gzip(headers: &HeaderMap) -> Result<bool, BodyError> {
 /// (again refusing more than `limit` decompressed bytes).
 pub async fn read(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, BodyError> {
     let gzip = is_gzip(headers)?;
-    if content_length(headers).is_some_and(|n| n > limit) {
+    if let Some(announced) = content_length(headers)
+        && announced > limit
+    {
+        // Read and drop what the client is still sending, when that is not
+        // much, so that the 413 reaches it on a usable connection rather
+        // than as a reset in the middle of its upload.
+        if announced <= limit.saturating_mul(4) {
+            drain(body, announced).await;
+        }
         return Err(too_large(limit));
     }
     let raw = Limited::new(body, limit)
