@@ -140,20 +140,7 @@ fn part_write(c: &mut Criterion) {
                 id
             },
             |id| {
-                let meta = PartMeta {
-                    format_version: 1,
-                    signal: Signal::Spans,
-                    id,
-                    rows: 0,
-                    min_time: 0,
-                    max_time: 0,
-                    min_seq: 0,
-                    max_seq: 0,
-                    covers_seq: 0,
-                    replaces: Vec::new(),
-                    level: 0,
-                    created_unix_ms: 0,
-                };
+                let meta = PartMeta::new(Signal::Spans, id);
                 let (rows, index) = table.sorted_live_indexed();
                 let mut w = PartWriter::<Span>::new(store.clone(), meta, &opts)
                     .unwrap()

@@ -34,20 +34,7 @@ fn main() {
         let to_batch = t.elapsed();
         drop(batches);
         let t = Instant::now();
-        let meta = PartMeta {
-            format_version: 1,
-            signal: skein_engine::Signal::Spans,
-            id: round + 1,
-            rows: 0,
-            min_time: 0,
-            max_time: 0,
-            min_seq: 0,
-            max_seq: 0,
-            covers_seq: 0,
-            replaces: Vec::new(),
-            level: 0,
-            created_unix_ms: 0,
-        };
+        let meta = PartMeta::new(skein_engine::Signal::Spans, round + 1);
         let mut w = PartWriter::<Span>::new(store.clone(), meta, &opts)
             .unwrap()
             .with_index(index);

@@ -136,18 +136,12 @@ impl Inner {
 
     fn merge<R: Stored>(&self, inputs: &[Arc<Part>]) -> Result<()> {
         let meta = PartMeta {
-            format_version: part::FORMAT_VERSION,
-            signal: R::SIGNAL,
-            id: self.next_part_id.fetch_add(1, Ordering::SeqCst),
-            rows: 0,
-            min_time: 0,
-            max_time: 0,
             min_seq: inputs.iter().map(|p| p.meta.min_seq).min().unwrap_or(0),
             max_seq: inputs.iter().map(|p| p.meta.max_seq).max().unwrap_or(0),
             covers_seq: inputs.iter().map(|p| p.meta.covers_seq).max().unwrap_or(0),
             replaces: inputs.iter().map(|p| p.meta.id).collect(),
             level: inputs.iter().map(|p| p.meta.level).max().unwrap_or(0) + 1,
-            created_unix_ms: 0,
+            ..PartMeta::new(R::SIGNAL, self.next_part_id.fetch_add(1, Ordering::SeqCst))
         };
         let shadowed = if R::SIGNAL == Signal::Spans {
             shadowed_rows(inputs)?

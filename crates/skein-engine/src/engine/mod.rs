@@ -479,18 +479,10 @@ impl Inner {
         // A frozen tier takes no more writes: its index is the part's.
         let (rows, index) = table.sorted_live_indexed();
         let meta = PartMeta {
-            format_version: crate::part::FORMAT_VERSION,
-            signal: R::SIGNAL,
-            id: self.next_part_id.fetch_add(1, Ordering::SeqCst),
-            rows: 0,
-            min_time: 0,
-            max_time: 0,
             min_seq: table.min_seq(),
             max_seq: table.max_seq(),
             covers_seq: frozen.boundary.saturating_sub(1),
-            replaces: Vec::new(),
-            level: 0,
-            created_unix_ms: 0,
+            ..PartMeta::new(R::SIGNAL, self.next_part_id.fetch_add(1, Ordering::SeqCst))
         };
         drop(table);
         let mut w = PartWriter::<R>::new(

@@ -45,6 +45,27 @@ pub struct PartMeta {
     pub created_unix_ms: u64,
 }
 
+impl PartMeta {
+    /// The metadata of a new part of `signal`, numbered `id`: no lineage
+    /// and no sequence numbers yet; the writer fills in rows and times.
+    pub fn new(signal: Signal, id: u64) -> PartMeta {
+        PartMeta {
+            format_version: FORMAT_VERSION,
+            signal,
+            id,
+            rows: 0,
+            min_time: 0,
+            max_time: 0,
+            min_seq: 0,
+            max_seq: 0,
+            covers_seq: 0,
+            replaces: Vec::new(),
+            level: 0,
+            created_unix_ms: 0,
+        }
+    }
+}
+
 /// Object names of a part's files.
 pub fn parquet_name(signal: Signal, id: u64) -> String {
     format!("{}/{id:016x}.parquet", signal.as_str())
