@@ -40,9 +40,9 @@ impl Serialize for SpanJson<'_> {
         }
         m.serialize_entry("duration_ns", &s.duration_ns())?;
         m.serialize_entry("end_time_unix_nano", &s.end_time_unix_nano)?;
-        m.serialize_entry("events", &Events(&s.events))?;
+        m.serialize_entry("events", &Each(&s.events, EventJson))?;
         m.serialize_entry("kind", s.kind.as_str())?;
-        m.serialize_entry("links", &Links(&s.links))?;
+        m.serialize_entry("links", &Each(&s.links, LinkJson))?;
         m.serialize_entry("name", &s.name)?;
         m.serialize_entry("parent_span_id", &s.parent_span_id.map(|p| p.to_hex()))?;
         m.serialize_entry("resource", &PlainAttrs(&s.resource.attributes))?;
@@ -86,18 +86,6 @@ impl Serialize for ScopeJson<'_> {
     }
 }
 
-struct Events<'a>(&'a [skein_model::span::Event]);
-
-impl Serialize for Events<'_> {
-    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        let mut seq = ser.serialize_seq(Some(self.0.len()))?;
-        for e in self.0 {
-            seq.serialize_element(&EventJson(e))?;
-        }
-        seq.end()
-    }
-}
-
 struct EventJson<'a>(&'a skein_model::span::Event);
 
 impl Serialize for EventJson<'_> {
@@ -110,13 +98,14 @@ impl Serialize for EventJson<'_> {
     }
 }
 
-struct Links<'a>(&'a [skein_model::span::Link]);
+/// A JSON array of `items`, each through `view`.
+struct Each<'a, T, V>(&'a [T], fn(&'a T) -> V);
 
-impl Serialize for Links<'_> {
+impl<'a, T, V: Serialize> Serialize for Each<'a, T, V> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         let mut seq = ser.serialize_seq(Some(self.0.len()))?;
-        for l in self.0 {
-            seq.serialize_element(&LinkJson(l))?;
+        for item in self.0 {
+            seq.serialize_element(&(self.1)(item))?;
         }
         seq.end()
     }
@@ -357,22 +346,12 @@ pub struct SpansPage<'a> {
 
 impl Serialize for SpansPage<'_> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        struct List<'a>(&'a [Arc<Span>]);
-        impl Serialize for List<'_> {
-            fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-                let mut seq = ser.serialize_seq(Some(self.0.len()))?;
-                for s in self.0 {
-                    seq.serialize_element(&SpanJson { span: s, depth: None })?;
-                }
-                seq.end()
-            }
-        }
         let mut m = ser.serialize_map(None)?;
         if let Some(explain) = &self.explain {
             m.serialize_entry("explain", explain)?;
         }
         m.serialize_entry("next_cursor", &self.next_cursor)?;
-        m.serialize_entry("spans", &List(self.spans))?;
+        m.serialize_entry("spans", &Each(self.spans, |s| SpanJson { span: s, depth: None }))?;
         m.end()
     }
 }
