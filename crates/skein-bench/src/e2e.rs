@@ -160,8 +160,12 @@ pub fn run(args: &E2eArgs) -> Result<(), String> {
             .collect(),
     );
 
-    // Before any load: what an fsync costs this disk right now.
-    let fsync = crate::machine::fdatasync_latency(&std::env::temp_dir(), 300)?.summary();
+    // Before any load: what an fsync costs the disk of the server this run
+    // starts (a target's disk is elsewhere).
+    let fsync = match &args.target {
+        None => Some(crate::machine::fdatasync_latency(&std::env::temp_dir(), 300)?.summary()),
+        Some(_) => None,
+    };
     let server = match &args.target {
         Some(_) => None,
         None => {
