@@ -8,6 +8,10 @@ use skein_engine::part::WriterOptions;
 use skein_engine::{AttrFilter, AttrScope, Engine, EngineOptions, SpanQuery};
 use skein_model::corpus::Corpus;
 
+// The allocator of the `skein` binary, so profiles match the server's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let what = std::env::args().nth(1).unwrap_or_else(|| "get".into());
     // DATA_DIR keeps the data for later runs, which then only query it.

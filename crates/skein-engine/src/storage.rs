@@ -23,6 +23,12 @@ pub trait ObjectSource: Send + Sync {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// The same object for point reads, when it can serve them cheaper: a
+    /// local file mapped into memory answers a read with a slice instead of
+    /// a system call, a zeroed buffer and a copy. `None` when it cannot.
+    fn for_point_reads(&self) -> io::Result<Option<Arc<dyn ObjectSource>>> {
+        Ok(None)
+    }
 }
 
 /// A new object being written; invisible until committed.
@@ -93,6 +99,37 @@ impl ObjectSource for LocalFile {
         let mut buf = vec![0u8; len];
         self.file.read_exact_at(&mut buf, offset)?;
         Ok(Bytes::from(buf))
+    }
+
+    fn for_point_reads(&self) -> io::Result<Option<Arc<dyn ObjectSource>>> {
+        if self.len == 0 {
+            return Ok(None);
+        }
+        // SAFETY: a mapped file changing underneath is undefined behaviour
+        // (and a truncated one raises SIGBUS). Objects of a store are never
+        // modified once committed: they are written as `.tmp`, renamed into
+        // place and only ever deleted, and deleting keeps the mapping valid.
+        // The data directory is this process's alone (lock file).
+        let map = unsafe { memmap2::Mmap::map(&self.file)? };
+        Ok(Some(Arc::new(MappedFile(Bytes::from_owner(map)))))
+    }
+}
+
+/// A local file mapped into memory, for point reads (scans stay on `pread`,
+/// so they do not count a whole part in the resident set).
+struct MappedFile(Bytes);
+
+impl ObjectSource for MappedFile {
+    fn len(&self) -> u64 {
+        self.0.len() as u64
+    }
+    fn read_at(&self, offset: u64, len: usize) -> io::Result<Bytes> {
+        usize::try_from(offset)
+            .ok()
+            .and_then(|start| Some(start..start.checked_add(len)?))
+            .filter(|r| r.end <= self.0.len())
+            .map(|r| self.0.slice(r))
+            .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end of a mapped file"))
     }
 }
 
@@ -252,5 +289,26 @@ mod tests {
         drop(store);
         let _store = LocalStore::open(dir.path(), &["spans"]).unwrap();
         assert!(!dir.path().join("spans/b.tmp").exists());
+    }
+
+    #[test]
+    fn a_mapped_file_reads_what_the_file_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path(), &["spans"]).unwrap();
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        store.put("spans/a", &data).unwrap();
+        let src = store.open("spans/a").unwrap();
+        let mapped = src.for_point_reads().unwrap().expect("local files map");
+        assert_eq!(mapped.len(), src.len());
+        for (off, len) in [(0, 10), (4093, 7), (9_990, 10), (0, 10_000), (10_000, 0)] {
+            assert_eq!(mapped.read_at(off, len).unwrap(), src.read_at(off, len).unwrap());
+        }
+        for (off, len) in [(9_995, 6), (10_001, 0), (u64::MAX, 1)] {
+            let e = mapped.read_at(off, len).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "{off}+{len}");
+        }
+        // Nothing to map in an empty file; reads go through `read_at`.
+        store.put("spans/empty", b"").unwrap();
+        assert!(store.open("spans/empty").unwrap().for_point_reads().unwrap().is_none());
     }
 }

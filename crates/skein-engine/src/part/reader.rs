@@ -12,6 +12,7 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::{FieldLevels, ProjectionMask, parquet_to_arrow_field_levels};
 use parquet::file::metadata::PageIndexPolicy;
 
+use super::columns::SharedParse;
 use super::index::{self, IndexBuilder, PartIndex};
 use super::page_cache::{self, CachedRowGroups, PageCache};
 use super::{Columnar, META_KEY, PartMeta, index_name, parquet_name};
@@ -22,6 +23,8 @@ pub struct Part {
     pub meta: PartMeta,
     pub index: PartIndex,
     source: ParquetSource,
+    /// `source` for point reads (mapped into memory when local).
+    point_source: ParquetSource,
     arrow_meta: ArrowReaderMetadata,
     /// The columns records are decoded from (not the ones derived for SQL
     /// engines), and their Arrow decoding for reads through the page cache.
@@ -31,11 +34,29 @@ pub struct Part {
     /// The namespace of this part's pages in `page_cache`.
     instance: u64,
     page_cache: Option<Arc<PageCache>>,
+    /// Resources and scopes already parsed by this part's point reads.
+    parsed: SharedParse,
 }
 
 impl std::fmt::Debug for Part {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Part").field("meta", &self.meta).finish()
+    }
+}
+
+/// The source point reads go through: the mapped file when the store can
+/// map it, else `source` itself (a failed map only costs speed).
+fn point_source(source: &ParquetSource, store: &Arc<dyn PartStore>, name: &str) -> ParquetSource {
+    match source.0.for_point_reads() {
+        Ok(Some(mapped)) => ParquetSource(mapped),
+        Ok(None) => source.clone(),
+        Err(e) => {
+            tracing::warn!(
+                "point reads of {} go through read calls: cannot map it: {e}",
+                store.describe(name)
+            );
+            source.clone()
+        }
     }
 }
 
@@ -87,16 +108,19 @@ impl Part {
             ));
         }
         let file_bytes = source.0.len();
+        let point_source = point_source(&source, &store, &name);
         let mut part = Part {
             meta,
             index: PartIndex::default(),
             source,
+            point_source,
             arrow_meta,
             record_columns,
             levels,
             file_bytes,
             instance: page_cache::next_instance(),
             page_cache: None,
+            parsed: SharedParse::default(),
         };
         let idx_name = index_name(R::SIGNAL, id);
         let loaded = store.get(&idx_name).and_then(|b| index::decode(&b));
@@ -120,16 +144,19 @@ impl Part {
         let source = ParquetSource(store.open(&name)?);
         let (arrow_meta, record_columns, levels) = load_metadata(&source, R::record_columns())?;
         let file_bytes = source.0.len();
+        let point_source = point_source(&source, &store, &name);
         Ok(Part {
             meta,
             index,
             source,
+            point_source,
             arrow_meta,
             record_columns,
             levels,
             file_bytes,
             instance: page_cache::next_instance(),
             page_cache: None,
+            parsed: SharedParse::default(),
         })
     }
 
@@ -164,6 +191,10 @@ impl Part {
 
     fn builder(&self) -> ParquetRecordBatchReaderBuilder<ParquetSource> {
         ParquetRecordBatchReaderBuilder::new_with_metadata(self.source.clone(), self.arrow_meta.clone())
+    }
+
+    fn point_builder(&self) -> ParquetRecordBatchReaderBuilder<ParquetSource> {
+        ParquetRecordBatchReaderBuilder::new_with_metadata(self.point_source.clone(), self.arrow_meta.clone())
     }
 
     /// The row groups holding `rows` (ascending), with the selection of
@@ -220,7 +251,7 @@ impl Part {
                 let row_groups = CachedRowGroups {
                     cache,
                     instance: self.instance,
-                    source: &self.source,
+                    source: &self.point_source,
                     metadata: self.arrow_meta.metadata(),
                     row_groups: &groups,
                 };
@@ -232,7 +263,7 @@ impl Part {
                 )?
             }
             None => self
-                .builder()
+                .point_builder()
                 .with_projection(self.record_columns.clone())
                 .with_row_groups(groups)
                 .with_row_selection(selection)
@@ -241,7 +272,7 @@ impl Part {
         };
         let mut out = Vec::with_capacity(rows.len());
         for batch in reader {
-            out.extend(R::from_batch(&batch?)?);
+            out.extend(R::from_batch(&batch?, &self.parsed)?);
         }
         Ok(out)
     }
@@ -254,7 +285,7 @@ impl Part {
         let mask = ProjectionMask::columns(self.arrow_meta.parquet_schema(), columns.iter().copied());
         let (groups, selection) = self.restrict(rows);
         let reader = self
-            .builder()
+            .point_builder()
             .with_projection(mask)
             .with_row_groups(groups)
             .with_row_selection(selection)
@@ -289,6 +320,92 @@ impl Part {
             .with_projection(self.record_columns.clone())
             .with_batch_size(batch_rows)
             .build()?;
-        Ok(reader.map(|b| R::from_batch(&b?)))
+        let shared = SharedParse::default();
+        Ok(reader.map(move |b| R::from_batch(&b?, &shared)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use skein_model::Span;
+
+    use super::*;
+    use crate::part::{PartMeta, PartWriter, WriterOptions};
+    use crate::record::{Record, Signal};
+    use crate::storage::LocalStore;
+    use crate::testdata;
+
+    fn write_spans(dir: &std::path::Path, spans: &[Span]) -> (Arc<dyn PartStore>, Part) {
+        let store: Arc<dyn PartStore> = Arc::new(LocalStore::open(dir, &["spans"]).unwrap());
+        let mut w = PartWriter::<Span>::new(
+            store.clone(),
+            PartMeta::new(Signal::Spans, 1),
+            &WriterOptions::default(),
+        )
+        .unwrap();
+        let mut sorted = spans.to_vec();
+        sorted.sort_by_key(|s| (s.time(), s.key()));
+        for s in sorted {
+            w.push(Arc::new(s)).unwrap();
+        }
+        (store, w.finish().unwrap())
+    }
+
+    #[test]
+    fn point_reads_of_a_part_share_parsed_resources() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, part) = write_spans(dir.path(), &testdata::spans(20, 5));
+        let first: Vec<Span> = part.read_rows(&[0, 1]).unwrap();
+        let again: Vec<Span> = part.read_rows(&[0, 50]).unwrap();
+        assert_eq!(first[0], again[0]);
+        assert!(
+            Arc::ptr_eq(&first[0].resource, &again[0].resource),
+            "a resource is parsed once per part, not once per read"
+        );
+        assert!(Arc::ptr_eq(&first[0].scope, &again[0].scope));
+        // A part reopened from disk reads the same records.
+        let reopened = Part::open::<Span>(Arc::new(LocalStore::open(dir.path(), &["spans"]).unwrap()), 1).unwrap();
+        let rows: Vec<u32> = (0..100).collect();
+        let all: Vec<Span> = part.read_rows(&rows).unwrap();
+        assert_eq!(reopened.read_rows::<Span>(&rows).unwrap(), all);
+    }
+
+    #[test]
+    fn point_reads_keep_working_after_the_file_is_deleted() {
+        // Compaction deletes the parts it replaced while readers may still
+        // hold them; a mapped file stays readable until it is dropped.
+        let dir = tempfile::tempdir().unwrap();
+        let spans = testdata::spans(10, 5);
+        let (store, part) = write_spans(dir.path(), &spans);
+        let want: Vec<Span> = part.read_rows(&[3, 4, 5]).unwrap();
+        store.remove(&parquet_name(Signal::Spans, 1)).unwrap();
+        assert!(!dir.path().join(parquet_name(Signal::Spans, 1)).exists());
+        assert_eq!(part.read_rows::<Span>(&[3, 4, 5]).unwrap(), want);
+        assert_eq!(part.read_rows::<Span>(&[40, 41]).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn only_bulky_text_is_zstd_compressed() {
+        use parquet::basic::Compression;
+        let dir = tempfile::tempdir().unwrap();
+        let mut spans = testdata::spans(10, 5);
+        spans[0].status.message = "boom".into();
+        let (_, part) = write_spans(dir.path(), &spans);
+        let meta = part.arrow_meta.metadata();
+        let rg = meta.row_group(0);
+        let codec = |name: &str| {
+            rg.columns()
+                .iter()
+                .find(|c| c.column_path().string() == name)
+                .map(|c| c.compression())
+                .unwrap()
+        };
+        assert!(matches!(codec("attributes"), Compression::ZSTD(_)));
+        // Every zstd column chunk costs a point read two codec contexts.
+        for sparse in ["events", "links", "status_message", "name", "resource"] {
+            assert_eq!(codec(sparse), Compression::LZ4_RAW, "{sparse}");
+        }
     }
 }

@@ -62,11 +62,18 @@ impl std::io::Write for SinkWriter {
 
 fn properties(signal: Signal, schema: &arrow_schema::Schema, opts: &WriterOptions) -> WriterProperties {
     let col = |name: &str| ColumnPath::from(name);
-    // zstd only where it pays: the text columns. Parquet builds a codec per
-    // column chunk per read (for zstd, two contexts of hundreds of KB), so a
-    // point read that touches every column must not pay that 24 times.
-    // Elsewhere LZ4 (cheap to set up and decode); random ids not at all.
+    // zstd only where it pays: the bulky text columns. Parquet builds a
+    // codec per column chunk per read (for zstd, two contexts, each set up
+    // with a `cpuid` that traps in a VM), so a point read that touches every
+    // column must not pay that 19 times. Elsewhere LZ4 (cheap to set up and
+    // decode), including the sparse text columns, where zstd's better ratio
+    // saves a fraction of a byte per record; random ids not at all.
     let zstd = Compression::ZSTD(ZstdLevel::try_new(opts.zstd_level).unwrap_or_default());
+    let bulky: &[&str] = match signal {
+        Signal::Spans => &["attributes"],
+        Signal::Logs => &["body", "body_json", "attributes"],
+        Signal::Metrics => &["attributes", "distribution", "exemplars", "metadata"],
+    };
     let text: &[&str] = match signal {
         Signal::Spans => &["attributes", "events", "links", "status_message"],
         Signal::Logs => &["body", "body_json", "attributes"],
@@ -80,11 +87,13 @@ fn properties(signal: Signal, schema: &arrow_schema::Schema, opts: &WriterOption
     let mut b = WriterProperties::builder().set_compression(Compression::LZ4_RAW);
     // Lengths stored apart from the bytes: a point read skipping to its rows
     // sums a run of lengths instead of hopping value to value through the
-    // page (PLAIN), and zstd sees the text without length noise in between.
+    // page (PLAIN), and the compressor sees the text without length noise in
+    // between.
     for c in text {
-        b = b
-            .set_column_compression(col(c), zstd)
-            .set_column_encoding(col(c), Encoding::DELTA_LENGTH_BYTE_ARRAY);
+        b = b.set_column_encoding(col(c), Encoding::DELTA_LENGTH_BYTE_ARRAY);
+    }
+    for c in bulky {
+        b = b.set_column_compression(col(c), zstd);
     }
     for c in random {
         b = b.set_column_compression(col(c), Compression::UNCOMPRESSED);

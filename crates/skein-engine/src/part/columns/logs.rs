@@ -133,7 +133,7 @@ impl Columnar for LogRecord {
         Ok(RecordBatch::try_new(SCHEMA.clone(), cols)?)
     }
 
-    fn from_batch(batch: &RecordBatch) -> Result<Vec<LogRecord>> {
+    fn from_batch(batch: &RecordBatch, shared: &SharedParse) -> Result<Vec<LogRecord>> {
         let c = Cols::new(batch);
         let time = c.ts("time_unix_nano")?;
         let observed = c.ts("observed_time_unix_nano")?;
@@ -149,7 +149,6 @@ impl Columnar for LogRecord {
         let event_name = c.str("event_name")?;
         let resource = c.str("resource")?;
         let scope = c.str("scope")?;
-        let mut shared = SharedParse::default();
         let mut out = Vec::with_capacity(batch.num_rows());
         for i in 0..batch.num_rows() {
             let body = match (get_str(body, i), get_str(body_json, i)) {

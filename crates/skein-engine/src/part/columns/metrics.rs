@@ -313,7 +313,7 @@ impl Columnar for MetricPoint {
         Ok(RecordBatch::try_new(SCHEMA.clone(), cols)?)
     }
 
-    fn from_batch(batch: &RecordBatch) -> Result<Vec<MetricPoint>> {
+    fn from_batch(batch: &RecordBatch, shared: &SharedParse) -> Result<Vec<MetricPoint>> {
         let c = Cols::new(batch);
         let time = c.ts("time_unix_nano")?;
         let start = c.ts("start_time_unix_nano")?;
@@ -336,7 +336,6 @@ impl Columnar for MetricPoint {
         let exemplars = c.str("exemplars")?;
         let resource = c.str("resource")?;
         let scope = c.str("scope")?;
-        let mut shared = SharedParse::default();
         let mut descs: HashMap<DescKey, Arc<MetricDesc>> = HashMap::new();
         let mut out = Vec::with_capacity(batch.num_rows());
         for i in 0..batch.num_rows() {

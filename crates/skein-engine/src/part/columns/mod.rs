@@ -14,7 +14,7 @@ mod metrics;
 mod spans;
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int8Type, Int64Type, TimestampNanosecondType, UInt32Type, UInt64Type};
@@ -39,7 +39,8 @@ pub trait Columnar: Record {
     /// point reads and scans then need not decode.
     fn record_columns() -> &'static [&'static str];
     fn to_batch(rows: &[&Self]) -> Result<RecordBatch>;
-    fn from_batch(batch: &RecordBatch) -> Result<Vec<Self>>;
+    /// Decodes a batch; resource and scope JSON are parsed through `shared`.
+    fn from_batch(batch: &RecordBatch, shared: &SharedParse) -> Result<Vec<Self>>;
 }
 
 pub(crate) fn ts_type() -> DataType {
@@ -77,33 +78,68 @@ impl SharedJson {
     }
 }
 
-/// Parses resource and scope JSON while decoding a batch, once per distinct
-/// string, so the records of a batch share `Arc`s again.
+/// Resources and scopes parsed from a part's JSON columns, each distinct
+/// string once. A part holds one for its point reads: a trace lookup decodes
+/// a handful of rows, and parsing their resource JSON again every time took
+/// a tenth of the lookup. Records decoded through it share `Arc`s.
+///
+/// Bounded by the JSON text it keeps (`SHARED_TEXT_BYTES` per kind): past
+/// that, new strings are parsed every time instead of kept, so memory stays
+/// O(parts) however many distinct resources a part holds.
 #[derive(Default)]
-pub(crate) struct SharedParse {
-    resources: HashMap<String, Arc<Resource>>,
-    scopes: HashMap<String, Arc<Scope>>,
+pub struct SharedParse {
+    resources: Mutex<Interned<Resource>>,
+    scopes: Mutex<Interned<Scope>>,
+}
+
+const SHARED_TEXT_BYTES: usize = 64 << 10;
+
+struct Interned<T> {
+    parsed: HashMap<String, Arc<T>>,
+    text_bytes: usize,
+}
+
+impl<T> Default for Interned<T> {
+    fn default() -> Self {
+        Interned {
+            parsed: HashMap::new(),
+            text_bytes: 0,
+        }
+    }
 }
 
 impl SharedParse {
-    pub fn resource(&mut self, json: Option<&str>) -> Result<Arc<Resource>> {
-        let json = json.unwrap_or("{}");
-        if let Some(r) = self.resources.get(json) {
-            return Ok(r.clone());
-        }
-        let r = Arc::new(resource_from_json(&parse_json(json, "resource")?)?);
-        self.resources.insert(json.to_string(), r.clone());
-        Ok(r)
+    pub fn resource(&self, json: Option<&str>) -> Result<Arc<Resource>> {
+        shared(&self.resources, json, |v| Ok(resource_from_json(v)?), "resource")
     }
-    pub fn scope(&mut self, json: Option<&str>) -> Result<Arc<Scope>> {
-        let json = json.unwrap_or("{}");
-        if let Some(s) = self.scopes.get(json) {
-            return Ok(s.clone());
-        }
-        let s = Arc::new(scope_from_json(&parse_json(json, "scope")?)?);
-        self.scopes.insert(json.to_string(), s.clone());
-        Ok(s)
+    pub fn scope(&self, json: Option<&str>) -> Result<Arc<Scope>> {
+        shared(&self.scopes, json, |v| Ok(scope_from_json(v)?), "scope")
     }
+}
+
+fn shared<T>(
+    interned: &Mutex<Interned<T>>,
+    json: Option<&str>,
+    parse: impl FnOnce(&serde_json::Value) -> Result<T>,
+    what: &str,
+) -> Result<Arc<T>> {
+    let json = json.unwrap_or("{}");
+    let lock = || interned.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(r) = lock().parsed.get(json) {
+        return Ok(r.clone());
+    }
+    // Parsed outside the lock; a concurrent reader may parse the same string
+    // too, and the first insert wins.
+    let parsed = Arc::new(parse(&parse_json(json, what)?)?);
+    let mut m = lock();
+    if let Some(r) = m.parsed.get(json) {
+        return Ok(r.clone());
+    }
+    if m.text_bytes + json.len() <= SHARED_TEXT_BYTES {
+        m.text_bytes += json.len();
+        m.parsed.insert(json.to_string(), parsed.clone());
+    }
+    Ok(parsed)
 }
 
 pub(crate) fn parse_json(text: &str, what: &str) -> Result<serde_json::Value> {
@@ -217,7 +253,7 @@ mod tests {
             .collect();
         assert!(idx.len() < full.num_columns(), "some columns are derived");
         let projected = full.project(&idx).unwrap();
-        assert_eq!(R::from_batch(&projected).unwrap(), records);
+        assert_eq!(R::from_batch(&projected, &SharedParse::default()).unwrap(), records);
     }
 
     #[test]

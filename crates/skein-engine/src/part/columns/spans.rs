@@ -173,7 +173,7 @@ impl Columnar for Span {
         Ok(RecordBatch::try_new(SCHEMA.clone(), cols)?)
     }
 
-    fn from_batch(batch: &RecordBatch) -> Result<Vec<Span>> {
+    fn from_batch(batch: &RecordBatch, shared: &SharedParse) -> Result<Vec<Span>> {
         let c = Cols::new(batch);
         let trace_id = c.fixed("trace_id")?;
         let span_id = c.fixed("span_id")?;
@@ -194,7 +194,6 @@ impl Columnar for Span {
         let dropped_links = c.u32("dropped_links_count")?;
         let resource = c.str("resource")?;
         let scope = c.str("scope")?;
-        let mut shared = SharedParse::default();
         let mut out = Vec::with_capacity(batch.num_rows());
         for i in 0..batch.num_rows() {
             let tid = get_fixed(trace_id, i).ok_or_else(|| Error::corrupt("span part", "null trace_id"))?;
