@@ -1,5 +1,5 @@
 //! Profiles point reads on one compacted part of the canonical corpus:
-//! `cargo run --release --example read_profile [get|search]` (env: N queries,
+//! `cargo run --release --example read_profile [get|cold|search]` (env: N queries,
 //! DATA_DIR to keep the data and reuse it, PAGE_CACHE bytes, PAGE_ROWS).
 
 use std::time::Instant;
@@ -49,8 +49,14 @@ fn main() {
     let t = Instant::now();
     let n: u64 = std::env::var("N").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
     for i in 0..n {
-        if what == "get" {
-            let r = e.get_trace(c.trace_id(i * 7919 % c.traces)).unwrap();
+        if what == "get" || what == "cold" {
+            // `cold`: traces 100 apart, so no two lookups share a page.
+            let t = if what == "cold" {
+                i * 100 % c.traces
+            } else {
+                i * 7919 % c.traces
+            };
+            let r = e.get_trace(c.trace_id(t)).unwrap();
             assert_eq!(r.spans.len(), 10);
         } else {
             let q = SpanQuery {

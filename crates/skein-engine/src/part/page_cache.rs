@@ -15,6 +15,7 @@
 //! collide. Only point reads go through it — scans (compaction, rebuilds,
 //! aggregations) would flush the working set for nothing.
 
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -24,6 +25,7 @@ use parquet::errors::Result as ParquetResult;
 use parquet::file::metadata::{ParquetMetaData, RowGroupMetaData};
 use parquet::file::serialized_reader::SerializedPageReader;
 
+use crate::hash::WordHasher;
 use crate::storage::ParquetSource;
 
 /// (part instance, row group, column, page ordinal; `DICTIONARY` for the
@@ -45,6 +47,13 @@ impl quick_cache::Weighter<Key, Page> for PageWeight {
 /// Decompressed pages of parts, bounded in bytes (LRU-like eviction).
 pub struct PageCache {
     pages: quick_cache::sync::Cache<Key, Page, PageWeight>,
+    /// Fingerprints of pages missed once, direct-mapped. A page is cached
+    /// on its second miss: a lookup of data nobody reads again (a random
+    /// trace) then costs no insert, no eviction and no retained buffer,
+    /// which made cold lookups 15-20% slower than with no cache at all.
+    /// Pages read again, like those of a repeated search, are kept from
+    /// their second read on. A collision only delays an admission.
+    missed_once: Box<[AtomicU64]>,
     capacity: u64,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -72,8 +81,14 @@ impl PageCache {
     pub fn new(capacity_bytes: u64) -> Arc<PageCache> {
         // ~16 KiB per page is typical: the estimate sizes the hash table.
         let items = (capacity_bytes / (16 << 10)).max(16) as usize;
+        let slots = if capacity_bytes == 0 {
+            0
+        } else {
+            (items * 4).next_power_of_two()
+        };
         Arc::new(PageCache {
             pages: quick_cache::sync::Cache::with_weighter(items, capacity_bytes.max(1), PageWeight),
+            missed_once: (0..slots).map(|_| AtomicU64::new(0)).collect(),
             capacity: capacity_bytes,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -101,8 +116,20 @@ impl PageCache {
         hit
     }
 
-    fn insert(&self, key: Key, page: Page) {
-        self.pages.insert(key, page);
+    /// Caches `page` if it was missed before.
+    fn insert_if_missed_before(&self, key: Key, page: &Page) {
+        if self.missed_once.is_empty() {
+            return;
+        }
+        let fingerprint = {
+            let mut h = WordHasher::default();
+            key.hash(&mut h);
+            h.finish() | 1
+        };
+        let slot = &self.missed_once[fingerprint as usize & (self.missed_once.len() - 1)];
+        if slot.swap(fingerprint, Ordering::Relaxed) == fingerprint {
+            self.pages.insert(key, page.clone());
+        }
     }
 }
 
@@ -218,7 +245,7 @@ impl PageReader for CachedPageReader {
                 let Some(page) = self.inner.get_next_page()? else {
                     return Ok(None);
                 };
-                self.cache.insert(key, page.clone());
+                self.cache.insert_if_missed_before(key, &page);
                 page
             }
         };
@@ -243,5 +270,45 @@ impl PageReader for CachedPageReader {
 
     fn at_record_boundary(&mut self) -> ParquetResult<bool> {
         self.inner.at_record_boundary()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use parquet::basic::Encoding;
+
+    use super::*;
+
+    fn page(n: usize) -> Page {
+        Page::DictionaryPage {
+            buf: Bytes::from(vec![7u8; n]),
+            num_values: 1,
+            encoding: Encoding::PLAIN,
+            is_sorted: false,
+        }
+    }
+
+    #[test]
+    fn a_page_is_cached_on_its_second_miss() {
+        let cache = PageCache::new(1 << 20);
+        let key = (1, 0, 3, 0);
+        assert!(cache.get(&key).is_none());
+        cache.insert_if_missed_before(key, &page(100));
+        assert!(cache.get(&key).is_none(), "a page missed once is not kept");
+        cache.insert_if_missed_before(key, &page(100));
+        assert_eq!(cache.get(&key).map(|p| p.buffer().len()), Some(100));
+        // Other pages have their own fingerprints.
+        let other = (1, 0, 3, 1);
+        cache.insert_if_missed_before(other, &page(10));
+        assert!(cache.get(&other).is_none());
+        let s = cache.stats();
+        assert_eq!((s.pages, s.hits, s.misses), (1, 1, 3));
+        // A disabled cache keeps nothing, however often a page is missed.
+        let off = PageCache::new(0);
+        for _ in 0..3 {
+            off.insert_if_missed_before(key, &page(10));
+        }
+        assert_eq!(off.stats().pages, 0);
     }
 }
