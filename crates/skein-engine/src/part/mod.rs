@@ -7,6 +7,7 @@
 //! those" survives any crash (see `engine::recovery`).
 
 pub mod columns;
+mod constants;
 pub mod index;
 pub mod page_cache;
 mod reader;

@@ -13,6 +13,7 @@ use parquet::arrow::{FieldLevels, ProjectionMask, parquet_to_arrow_field_levels}
 use parquet::file::metadata::PageIndexPolicy;
 
 use super::columns::SharedParse;
+use super::constants::{self, ConstantColumns};
 use super::index::{self, IndexBuilder, PartIndex};
 use super::page_cache::{self, CachedRowGroups, PageCache};
 use super::{Columnar, META_KEY, PartMeta, index_name, parquet_name};
@@ -36,6 +37,8 @@ pub struct Part {
     page_cache: Option<Arc<PageCache>>,
     /// Resources and scopes already parsed by this part's point reads.
     parsed: SharedParse,
+    /// Per row group, how point reads skip its constant columns.
+    constants: Vec<Option<ConstantColumns>>,
 }
 
 impl std::fmt::Debug for Part {
@@ -109,6 +112,8 @@ impl Part {
         }
         let file_bytes = source.0.len();
         let point_source = point_source(&source, &store, &name);
+        let constants = constants::find(&arrow_meta, R::record_columns())
+            .map_err(|e| Error::corrupt(format!("part {}", store.describe(&name)), e.to_string()))?;
         let mut part = Part {
             meta,
             index: PartIndex::default(),
@@ -121,6 +126,7 @@ impl Part {
             instance: page_cache::next_instance(),
             page_cache: None,
             parsed: SharedParse::default(),
+            constants,
         };
         let idx_name = index_name(R::SIGNAL, id);
         let loaded = store.get(&idx_name).and_then(|b| index::decode(&b));
@@ -145,6 +151,7 @@ impl Part {
         let (arrow_meta, record_columns, levels) = load_metadata(&source, R::record_columns())?;
         let file_bytes = source.0.len();
         let point_source = point_source(&source, &store, &name);
+        let constants = constants::find(&arrow_meta, R::record_columns())?;
         Ok(Part {
             meta,
             index,
@@ -157,6 +164,7 @@ impl Part {
             instance: page_cache::next_instance(),
             page_cache: None,
             parsed: SharedParse::default(),
+            constants,
         })
     }
 
@@ -246,6 +254,15 @@ impl Part {
         }
         debug_assert!(rows.windows(2).all(|w| w[0] < w[1]));
         let (groups, selection) = self.restrict(rows);
+        // A read inside one row group leaves out the columns constant there.
+        let constant = match groups[..] {
+            [g] => self.constants.get(g).and_then(Option::as_ref),
+            _ => None,
+        };
+        let (mask, levels) = match constant {
+            Some(c) => (&c.mask, &c.levels),
+            None => (&self.record_columns, &self.levels),
+        };
         let reader = match &self.page_cache {
             Some(cache) => {
                 let row_groups = CachedRowGroups {
@@ -255,16 +272,11 @@ impl Part {
                     metadata: self.arrow_meta.metadata(),
                     row_groups: &groups,
                 };
-                ParquetRecordBatchReader::try_new_with_row_groups(
-                    &self.levels,
-                    &row_groups,
-                    rows.len(),
-                    Some(selection),
-                )?
+                ParquetRecordBatchReader::try_new_with_row_groups(levels, &row_groups, rows.len(), Some(selection))?
             }
             None => self
                 .point_builder()
-                .with_projection(self.record_columns.clone())
+                .with_projection(mask.clone())
                 .with_row_groups(groups)
                 .with_row_selection(selection)
                 .with_batch_size(rows.len())
@@ -272,7 +284,11 @@ impl Part {
         };
         let mut out = Vec::with_capacity(rows.len());
         for batch in reader {
-            out.extend(R::from_batch(&batch?, &self.parsed)?);
+            let batch = match constant {
+                Some(c) => c.complete(batch?)?,
+                None => batch?,
+            };
+            out.extend(R::from_batch(&batch, &self.parsed)?);
         }
         Ok(out)
     }
@@ -406,6 +422,114 @@ mod tests {
         // Every zstd column chunk costs a point read two codec contexts.
         for sparse in ["events", "links", "status_message", "name", "resource"] {
             assert_eq!(codec(sparse), Compression::LZ4_RAW, "{sparse}");
+        }
+    }
+
+    fn write_small_groups<R: Columnar + Clone>(dir: &std::path::Path, records: &[R]) -> Part {
+        let store: Arc<dyn PartStore> = Arc::new(LocalStore::open(dir, &[R::SIGNAL.as_str()]).unwrap());
+        let opts = WriterOptions {
+            row_group_rows: 50,
+            page_rows: 16,
+            ..WriterOptions::default()
+        };
+        let mut w = PartWriter::<R>::new(store, PartMeta::new(R::SIGNAL, 1), &opts).unwrap();
+        for r in records {
+            w.push(Arc::new(r.clone())).unwrap();
+        }
+        w.finish().unwrap()
+    }
+
+    #[test]
+    fn constant_columns_are_filled_from_statistics_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spans = testdata::spans(40, 5);
+        spans.sort_by_key(|s| (s.time(), s.key()));
+        // Row groups of 50: group 0 keeps the defaults (no trace state,
+        // links or dropped counts; flags constant), group 1 has a flag and a
+        // dropped count that vary, group 2 a trace state and a dropped
+        // count that are constant but not the default, group 3 one link.
+        for (i, s) in spans.iter_mut().enumerate() {
+            match i / 50 {
+                0 => s.flags = 7,
+                1 => {
+                    s.flags = (i % 3) as u32;
+                    s.dropped_attributes_count = (i % 2) as u32;
+                }
+                2 => {
+                    s.trace_state = "vendor=x".into();
+                    s.dropped_events_count = 4;
+                }
+                _ => {}
+            }
+        }
+        let (trace_id, span_id) = (spans[3].trace_id, spans[3].span_id);
+        spans[170].links.push(skein_model::Link {
+            trace_id,
+            span_id,
+            trace_state: String::new(),
+            attributes: Vec::new(),
+            dropped_attributes_count: 0,
+            flags: 0,
+        });
+        let part = write_small_groups(dir.path(), &spans);
+        assert_eq!(part.arrow_meta.metadata().num_row_groups(), 4);
+        let filled = |g: usize| -> Vec<String> {
+            part.constants[g]
+                .as_ref()
+                .map(|c| c.filled().map(str::to_string).collect())
+                .unwrap_or_default()
+        };
+        assert!(filled(0).contains(&"flags".to_string()), "{:?}", filled(0));
+        assert!(filled(0).contains(&"dropped_links_count".to_string()));
+        assert!(!filled(1).contains(&"flags".to_string()), "varies in group 1");
+        assert!(filled(2).contains(&"dropped_events_count".to_string()));
+        for g in 0..4 {
+            let c = part.constants[g].as_ref().expect("every group has constant columns");
+            assert!(c.reads("name") && c.reads("attributes"), "group {g}");
+            assert_eq!(c.reads("links"), g == 3, "links are all NULL except in group 3");
+            assert!(!c.reads("trace_state"), "group {g}");
+        }
+        // Every row alone, every group whole, and runs across groups.
+        for r in 0..spans.len() as u32 {
+            assert_eq!(
+                part.read_rows::<Span>(&[r]).unwrap(),
+                vec![spans[r as usize].clone()],
+                "row {r}"
+            );
+        }
+        for rows in [
+            (0..50).collect::<Vec<u32>>(),
+            (100..150).collect(),
+            (45..60).collect(),
+            (0..200).step_by(7).collect(),
+        ] {
+            let want: Vec<Span> = rows.iter().map(|&r| spans[r as usize].clone()).collect();
+            assert_eq!(part.read_rows::<Span>(&rows).unwrap(), want);
+        }
+    }
+
+    #[test]
+    fn equal_float_bounds_do_not_make_a_column_constant() {
+        // Parquet leaves NaN out of min/max: a row group of 1.0 and NaN has
+        // min == max == 1.0.
+        use skein_model::{Number, PointValue};
+        let dir = tempfile::tempdir().unwrap();
+        let mut points: Vec<_> = testdata::metric_points(100)
+            .into_iter()
+            .filter(|p| matches!(p.value, PointValue::Number(_)))
+            .collect();
+        points.sort_by_key(|p| (p.time(), p.key()));
+        for (i, p) in points.iter_mut().enumerate() {
+            p.value = PointValue::Number(Some(Number::Double(if i % 5 == 0 { f64::NAN } else { 1.0 })));
+        }
+        let part = write_small_groups(dir.path(), &points);
+        let rows: Vec<u32> = (0..points.len() as u32).collect();
+        for r in rows {
+            let got = part.read_rows::<skein_model::MetricPoint>(&[r]).unwrap();
+            let PointValue::Number(Some(Number::Double(v))) = got[0].value else {
+                panic!("row {r}: {:?}", got[0].value)
+            };
+            assert_eq!(v.is_nan(), r % 5 == 0, "row {r}: {v}");
         }
     }
 }
