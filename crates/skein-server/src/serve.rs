@@ -9,6 +9,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::post;
+use axum::serve::ListenerExt;
 use skein_engine::{Engine, EngineOptions};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -42,6 +43,15 @@ async fn bind(addr: SocketAddr, what: &'static str, flag: &'static str) -> Resul
         },
         source,
     })
+}
+
+/// Answers go out as soon as they are written: a response written in more
+/// than one piece (headers, then a large or streamed body; an SSE event)
+/// must not wait for the client's delayed ACK.
+fn no_delay(conn: &tokio::net::TcpStream) {
+    if let Err(e) = conn.set_nodelay(true) {
+        tracing::debug!("TCP_NODELAY: {e}");
+    }
 }
 
 /// The router of the API port: ingest, health, metrics (the query API is
@@ -93,14 +103,17 @@ pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()> + Send
     };
 
     let api_server = tokio::spawn(
-        axum::serve(api, api_router(app.clone()).into_make_service())
+        axum::serve(api.tap_io(|c| no_delay(c)), api_router(app.clone()).into_make_service())
             .with_graceful_shutdown(stopped(stop_rx.clone()))
             .into_future(),
     );
     let http_server = tokio::spawn(
-        axum::serve(otlp_http, otlp_http_router(app.clone()).into_make_service())
-            .with_graceful_shutdown(stopped(stop_rx.clone()))
-            .into_future(),
+        axum::serve(
+            otlp_http.tap_io(|c| no_delay(c)),
+            otlp_http_router(app.clone()).into_make_service(),
+        )
+        .with_graceful_shutdown(stopped(stop_rx.clone()))
+        .into_future(),
     );
     let grpc_routes = crate::otlp_grpc::router(app.clone());
     let grpc_stop = stopped(stop_rx.clone());
@@ -108,7 +121,12 @@ pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()> + Send
         tonic::transport::Server::builder()
             .concurrency_limit_per_connection(64)
             .add_routes(grpc_routes)
-            .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(grpc), grpc_stop)
+            .serve_with_incoming_shutdown(
+                tokio_stream::StreamExt::map(tokio_stream::wrappers::TcpListenerStream::new(grpc), |conn| {
+                    conn.inspect(no_delay)
+                }),
+                grpc_stop,
+            )
             .await
     });
     tracing::info!(
