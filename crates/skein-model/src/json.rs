@@ -607,7 +607,7 @@ pub fn plain_json_to_any_value(v: &Value) -> AnyValue {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -647,7 +647,7 @@ mod tests {
 
     use proptest::prelude::*;
 
-    fn value() -> impl Strategy<Value = AnyValue> {
+    pub(crate) fn value() -> impl Strategy<Value = AnyValue> {
         let leaf = prop_oneof![
             Just(AnyValue::Empty),
             any::<String>().prop_map(AnyValue::Str),

@@ -7,6 +7,7 @@ pub mod error;
 pub mod genai;
 pub mod ids;
 pub mod json;
+pub mod json_attrs;
 pub mod log;
 pub mod metric;
 pub mod otlp;

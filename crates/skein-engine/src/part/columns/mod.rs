@@ -149,7 +149,8 @@ pub(crate) fn parse_json(text: &str, what: &str) -> Result<serde_json::Value> {
 pub(crate) fn parse_attrs(text: Option<&str>) -> Result<Vec<KeyValue>> {
     match text {
         None => Ok(Vec::new()),
-        Some(t) => Ok(skein_model::json::attrs_from_json(&parse_json(t, "attributes")?)?),
+        Some(t) => skein_model::json_attrs::attrs_from_json_str(t)
+            .map_err(|e| Error::corrupt("part column attributes", e.to_string())),
     }
 }
 
