@@ -97,29 +97,19 @@ pub(crate) fn find(meta: &ArrowReaderMetadata, record_columns: &[&str]) -> Resul
                 .is_some_and(|t| matches!(t, parquet::basic::LogicalType::Float16));
         let required = descr.max_def_level() == 0;
         let mut kinds: Vec<Kind> = groups.iter().map(|rg| kind(rg, leaf, required, floating)).collect();
-        if kinds.iter().any(|k| matches!(k, Kind::Constant(_))) {
+        if kinds.iter().any(|k| matches!(k, Kind::Constant)) {
             // Typed values of every row group's min, from Parquet's own
-            // conversion (units, signedness, logical types).
-            let converter = match StatisticsConverter::try_new(name, arrow, schema) {
-                Ok(c) => c,
-                Err(_) => {
-                    kinds.iter_mut().for_each(|k| {
-                        if matches!(k, Kind::Constant(_)) {
-                            *k = Kind::Varies
-                        }
-                    });
-                    columns.push((leaf, kinds));
-                    continue;
-                }
+            // conversion (units, signedness, logical types); a column it
+            // cannot convert is read as usual.
+            let mins = match StatisticsConverter::try_new(name, arrow, schema) {
+                Ok(c) => Some(c.row_group_mins(groups.iter())?),
+                Err(_) => None,
             };
-            let mins = converter.row_group_mins(groups.iter())?;
             for (g, k) in kinds.iter_mut().enumerate() {
-                if matches!(k, Kind::Constant(_)) {
-                    let v = mins.slice(g, 1);
-                    *k = if v.is_null(0) {
-                        Kind::Varies
-                    } else {
-                        Kind::Constant(Some(v))
+                if matches!(k, Kind::Constant) {
+                    *k = match mins.as_ref().map(|m| m.slice(g, 1)) {
+                        Some(v) if !v.is_null(0) => Kind::Value(v),
+                        _ => Kind::Varies,
                     };
                 }
             }
@@ -128,7 +118,10 @@ pub(crate) fn find(meta: &ArrowReaderMetadata, record_columns: &[&str]) -> Resul
     }
     let mut out = Vec::with_capacity(groups.len());
     for g in 0..groups.len() {
-        if columns.iter().all(|(_, kinds)| matches!(kinds[g], Kind::Varies)) {
+        if columns
+            .iter()
+            .all(|(_, kinds)| matches!(kinds[g], Kind::Varies | Kind::Constant))
+        {
             out.push(None);
             continue;
         }
@@ -136,14 +129,11 @@ pub(crate) fn find(meta: &ArrowReaderMetadata, record_columns: &[&str]) -> Resul
         let mut fill = Vec::new();
         for (leaf, kinds) in &columns {
             match &kinds[g] {
-                Kind::Varies => leaves.push(*leaf),
+                Kind::Varies | Kind::Constant => leaves.push(*leaf),
                 Kind::AllNull => {}
-                Kind::Constant(v) => {
-                    let name = schema.column(*leaf).path().string();
-                    let field = arrow.field_with_name(&name)?;
-                    if let Some(v) = v {
-                        fill.push((Arc::new(field.clone()), v.clone()));
-                    }
+                Kind::Value(v) => {
+                    let field = arrow.field_with_name(&schema.column(*leaf).path().string())?;
+                    fill.push((Arc::new(field.clone()), v.clone()));
                 }
             }
         }
@@ -163,8 +153,10 @@ pub(crate) fn find(meta: &ArrowReaderMetadata, record_columns: &[&str]) -> Resul
 enum Kind {
     Varies,
     AllNull,
-    /// `None` until the value is converted.
-    Constant(Option<ArrayRef>),
+    /// One value, not yet converted to Arrow.
+    Constant,
+    /// One value: a one-row array.
+    Value(ArrayRef),
 }
 
 fn kind(rg: &RowGroupMetaData, leaf: usize, required: bool, floating: bool) -> Kind {
@@ -181,7 +173,7 @@ fn kind(rg: &RowGroupMetaData, leaf: usize, required: bool, floating: bool) -> K
         && stats.max_is_exact()
         && matches!((stats.min_bytes_opt(), stats.max_bytes_opt()), (Some(a), Some(b)) if a == b);
     if no_nulls && equal_bounds && !floating && rows > 0 {
-        Kind::Constant(None)
+        Kind::Constant
     } else {
         Kind::Varies
     }

@@ -110,24 +110,9 @@ impl Part {
                 ),
             ));
         }
-        let file_bytes = source.0.len();
-        let point_source = point_source(&source, &store, &name);
-        let constants = constants::find(&arrow_meta, R::record_columns())
+        let loaded = (arrow_meta, record_columns, levels);
+        let mut part = Part::assemble::<R>(&store, &name, source, loaded, meta, PartIndex::default())
             .map_err(|e| Error::corrupt(format!("part {}", store.describe(&name)), e.to_string()))?;
-        let mut part = Part {
-            meta,
-            index: PartIndex::default(),
-            source,
-            point_source,
-            arrow_meta,
-            record_columns,
-            levels,
-            file_bytes,
-            instance: page_cache::next_instance(),
-            page_cache: None,
-            parsed: SharedParse::default(),
-            constants,
-        };
         let idx_name = index_name(R::SIGNAL, id);
         let loaded = store.get(&idx_name).and_then(|b| index::decode(&b));
         match loaded {
@@ -148,23 +133,33 @@ impl Part {
     ) -> Result<Part> {
         let name = parquet_name(meta.signal, meta.id);
         let source = ParquetSource(store.open(&name)?);
-        let (arrow_meta, record_columns, levels) = load_metadata(&source, R::record_columns())?;
-        let file_bytes = source.0.len();
-        let point_source = point_source(&source, &store, &name);
-        let constants = constants::find(&arrow_meta, R::record_columns())?;
+        let loaded = load_metadata(&source, R::record_columns())?;
+        Part::assemble::<R>(&store, &name, source, loaded, meta, index)
+    }
+
+    /// A part over its opened file, with what point reads derive from the
+    /// file's metadata.
+    fn assemble<R: Columnar>(
+        store: &Arc<dyn PartStore>,
+        name: &str,
+        source: ParquetSource,
+        (arrow_meta, record_columns, levels): (ArrowReaderMetadata, ProjectionMask, FieldLevels),
+        meta: PartMeta,
+        index: PartIndex,
+    ) -> Result<Part> {
         Ok(Part {
             meta,
             index,
+            point_source: point_source(&source, store, name),
+            file_bytes: source.0.len(),
             source,
-            point_source,
+            constants: constants::find(&arrow_meta, R::record_columns())?,
             arrow_meta,
             record_columns,
             levels,
-            file_bytes,
             instance: page_cache::next_instance(),
             page_cache: None,
             parsed: SharedParse::default(),
-            constants,
         })
     }
 
