@@ -14,12 +14,13 @@ mod metrics;
 mod spans;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int8Type, Int64Type, TimestampNanosecondType, UInt32Type, UInt64Type};
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, SchemaRef, TimeUnit};
+use parking_lot::Mutex;
 use skein_model::json::{OtlpResource, OtlpScope, resource_from_json, scope_from_json, to_json_string};
 use skein_model::{KeyValue, Resource, Scope};
 
@@ -110,28 +111,27 @@ impl<T> Default for Interned<T> {
 
 impl SharedParse {
     pub fn resource(&self, json: Option<&str>) -> Result<Arc<Resource>> {
-        shared(&self.resources, json, |v| Ok(resource_from_json(v)?), "resource")
+        shared(&self.resources, json, resource_from_json, "resource")
     }
     pub fn scope(&self, json: Option<&str>) -> Result<Arc<Scope>> {
-        shared(&self.scopes, json, |v| Ok(scope_from_json(v)?), "scope")
+        shared(&self.scopes, json, scope_from_json, "scope")
     }
 }
 
 fn shared<T>(
     interned: &Mutex<Interned<T>>,
     json: Option<&str>,
-    parse: impl FnOnce(&serde_json::Value) -> Result<T>,
+    parse: fn(&serde_json::Value) -> std::result::Result<T, skein_model::ModelError>,
     what: &str,
 ) -> Result<Arc<T>> {
     let json = json.unwrap_or("{}");
-    let lock = || interned.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(r) = lock().parsed.get(json) {
+    if let Some(r) = interned.lock().parsed.get(json) {
         return Ok(r.clone());
     }
     // Parsed outside the lock; a concurrent reader may parse the same string
     // too, and the first insert wins.
     let parsed = Arc::new(parse(&parse_json(json, what)?)?);
-    let mut m = lock();
+    let mut m = interned.lock();
     if let Some(r) = m.parsed.get(json) {
         return Ok(r.clone());
     }
