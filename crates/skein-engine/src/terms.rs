@@ -35,21 +35,25 @@ impl AttrScope {
 pub const MAX_INDEXED_VALUE_LEN: usize = 256;
 
 fn hash_parts(tag: u8, parts: &[&[u8]]) -> Term {
-    // One-shot hashing of a reused buffer: far cheaper than a streaming
-    // hasher for inputs this short.
-    thread_local! {
-        static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    // One-shot hashing of a contiguous buffer: far cheaper than a streaming
+    // hasher for inputs this short. Nearly every term fits on the stack.
+    let len = 1 + parts.iter().map(|p| 4 + p.len()).sum::<usize>();
+    let mut stack = [0u8; 320];
+    let mut heap = Vec::new();
+    let buf = if len <= stack.len() {
+        &mut stack[..len]
+    } else {
+        heap.resize(len, 0);
+        &mut heap[..]
+    };
+    buf[0] = tag;
+    let mut at = 1;
+    for p in parts {
+        buf[at..at + 4].copy_from_slice(&(p.len() as u32).to_le_bytes());
+        buf[at + 4..at + 4 + p.len()].copy_from_slice(p);
+        at += 4 + p.len();
     }
-    BUF.with(|b| {
-        let mut b = b.borrow_mut();
-        b.clear();
-        b.push(tag);
-        for p in parts {
-            b.extend_from_slice(&(p.len() as u32).to_le_bytes());
-            b.extend_from_slice(p);
-        }
-        xxh3_64(&b)
-    })
+    xxh3_64(buf)
 }
 
 pub fn service(name: &str) -> Term {
@@ -80,10 +84,14 @@ pub fn attr_exists(scope: AttrScope, key: &str) -> Term {
 
 /// "Attribute `key` in `scope` equals `value`", for indexable scalar values.
 pub fn attr_eq(scope: AttrScope, key: &str, value: &AnyValue) -> Option<Term> {
-    let (type_tag, bytes): (u8, std::borrow::Cow<'_, [u8]>) = match value {
-        AnyValue::Str(s) if s.len() <= MAX_INDEXED_VALUE_LEN => (b's', s.as_bytes().into()),
-        AnyValue::Int(i) => (b'i', i.to_le_bytes().to_vec().into()),
-        AnyValue::Bool(b) => (b'b', vec![*b as u8].into()),
+    let scalar: [u8; 8];
+    let (type_tag, bytes): (u8, &[u8]) = match value {
+        AnyValue::Str(s) if s.len() <= MAX_INDEXED_VALUE_LEN => (b's', s.as_bytes()),
+        AnyValue::Int(i) => {
+            scalar = i.to_le_bytes();
+            (b'i', &scalar)
+        }
+        AnyValue::Bool(b) => (b'b', if *b { &[1] } else { &[0] }),
         // Doubles index by bit pattern after the normalisations that make
         // AnyValue::query_eq equal: -0.0 == 0.0, and every NaN is one NaN.
         AnyValue::Double(d) => {
@@ -94,11 +102,12 @@ pub fn attr_eq(scope: AttrScope, key: &str, value: &AnyValue) -> Option<Term> {
             } else {
                 *d
             };
-            (b'd', d.to_bits().to_le_bytes().to_vec().into())
+            scalar = d.to_bits().to_le_bytes();
+            (b'd', &scalar)
         }
         _ => return None,
     };
-    Some(hash_parts(b'a', &[&[scope.tag()], key.as_bytes(), &[type_tag], &bytes]))
+    Some(hash_parts(b'a', &[&[scope.tag()], key.as_bytes(), &[type_tag], bytes]))
 }
 
 /// A term emitted for a record, with the exists-term of its attribute key
@@ -129,4 +138,54 @@ pub fn attr_terms(scope: AttrScope, attrs: &[skein_model::KeyValue], out: &mut V
 /// Emits a plain term.
 pub fn plain(term: Term, out: &mut Vec<IndexTerm>) {
     out.push(IndexTerm { term, attr_key: None });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bytes a term hashes: part indexes on disk hold these hashes, so
+    /// they must never change.
+    fn framed(tag: u8, parts: &[&[u8]]) -> Vec<u8> {
+        let mut b = vec![tag];
+        for p in parts {
+            b.extend_from_slice(&(p.len() as u32).to_le_bytes());
+            b.extend_from_slice(p);
+        }
+        b
+    }
+
+    #[test]
+    fn terms_hash_their_framed_parts() {
+        assert_eq!(service("checkout"), xxh3_64(&framed(b's', &[b"checkout"])));
+        assert_eq!(kind(2), xxh3_64(&framed(b'k', &[&[2]])));
+        let r = AttrScope::Record;
+        assert_eq!(
+            attr_eq(r, "http.status_code", &AnyValue::Int(500)),
+            Some(xxh3_64(&framed(
+                b'a',
+                &[b"r", b"http.status_code", b"i", &500i64.to_le_bytes()]
+            )))
+        );
+        assert_eq!(
+            attr_eq(AttrScope::Event, "ok", &AnyValue::Bool(true)),
+            Some(xxh3_64(&framed(b'a', &[b"e", b"ok", b"b", &[1]])))
+        );
+        // Past the stack buffer: a long key with a long value.
+        let key = "k".repeat(300);
+        let value = "v".repeat(MAX_INDEXED_VALUE_LEN);
+        assert_eq!(
+            attr_eq(AttrScope::Resource, &key, &AnyValue::Str(value.clone())),
+            Some(xxh3_64(&framed(b'a', &[b"R", key.as_bytes(), b"s", value.as_bytes()])))
+        );
+        // -0.0 is 0.0, and every NaN is one NaN.
+        assert_eq!(
+            attr_eq(r, "x", &AnyValue::Double(-0.0)),
+            attr_eq(r, "x", &AnyValue::Double(0.0))
+        );
+        assert_eq!(
+            attr_eq(r, "x", &AnyValue::Double(f64::NAN)),
+            attr_eq(r, "x", &AnyValue::Double(-f64::NAN))
+        );
+    }
 }

@@ -188,13 +188,18 @@ pub struct IndexBuilder {
 /// part writers, and by the hot tier so that aggregations need not scan it).
 #[derive(Default, Clone)]
 pub struct StatsBuilder {
-    /// service → span name → stats (nested: lookups by `&str` never
-    /// allocate), with the durations in a builder until a snapshot.
-    ops: crate::hash::FastMap<String, crate::hash::FastMap<String, (OpStats, SketchBuilder)>>,
-    service_traces: crate::hash::FastMap<String, crate::hash::FastSet<u128>>,
+    /// By service (nested maps: lookups by `&str` never allocate).
+    services: crate::hash::FastMap<String, ServiceBuilder>,
     log_counts: HashMap<(String, i32), u64>,
     series: HashSet<u64>,
     metric_names: HashMap<String, u64>,
+}
+
+#[derive(Default, Clone)]
+struct ServiceBuilder {
+    /// Span name → stats, with the durations in a builder until a snapshot.
+    ops: crate::hash::FastMap<String, (OpStats, SketchBuilder)>,
+    traces: crate::hash::FastSet<u128>,
 }
 
 /// Keys with more distinct values than this (and than a tenth of the rows)
@@ -291,21 +296,22 @@ impl PartIndex {
 
 impl StatsBuilder {
     pub fn span_stats(&mut self, s: &skein_model::Span) {
-        let service = s.service_name();
-        if !self.ops.contains_key(service) {
-            self.ops.insert(service.to_string(), Default::default());
-            self.service_traces.insert(service.to_string(), Default::default());
+        let service_name = s.service_name();
+        if !self.services.contains_key(service_name) {
+            self.services
+                .insert(service_name.to_string(), ServiceBuilder::default());
         }
-        let by_name = self.ops.get_mut(service).expect("inserted above");
-        if !by_name.contains_key(&s.name) {
+        let service = self.services.get_mut(service_name).expect("inserted above");
+        service.traces.insert(s.trace_id.as_u128());
+        if !service.ops.contains_key(&s.name) {
             let op = OpStats {
-                service: service.to_string(),
+                service: service_name.to_string(),
                 name: s.name.clone(),
                 ..Default::default()
             };
-            by_name.insert(s.name.clone(), (op, SketchBuilder::default()));
+            service.ops.insert(s.name.clone(), (op, SketchBuilder::default()));
         }
-        let (op, durations) = by_name.get_mut(&s.name).expect("inserted above");
+        let (op, durations) = service.ops.get_mut(&s.name).expect("inserted above");
         op.count += 1;
         if s.is_error() {
             op.errors += 1;
@@ -314,9 +320,6 @@ impl StatsBuilder {
             op.roots += 1;
         }
         durations.add(s.duration_ns());
-        if let Some(set) = self.service_traces.get_mut(service) {
-            set.insert(s.trace_id.as_u128());
-        }
     }
 
     pub fn log_stats(&mut self, l: &skein_model::LogRecord) {
@@ -334,9 +337,9 @@ impl StatsBuilder {
     /// The statistics so far.
     pub fn snapshot(&self) -> PartStats {
         let mut ops: Vec<OpStats> = self
-            .ops
+            .services
             .values()
-            .flat_map(|m| m.values())
+            .flat_map(|m| m.ops.values())
             .map(|(op, durations)| OpStats {
                 durations: durations.sketch(),
                 ..op.clone()
@@ -344,11 +347,11 @@ impl StatsBuilder {
             .collect();
         ops.sort_by(|a, b| (&a.service, &a.name).cmp(&(&b.service, &b.name)));
         let mut services: Vec<ServiceStats> = self
-            .service_traces
+            .services
             .iter()
-            .map(|(service, t)| ServiceStats {
+            .map(|(service, b)| ServiceStats {
                 service: service.clone(),
-                traces: t.len() as u64,
+                traces: b.traces.len() as u64,
             })
             .collect();
         services.sort_by(|a, b| a.service.cmp(&b.service));

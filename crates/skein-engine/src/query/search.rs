@@ -124,6 +124,11 @@ fn candidates(
     acc
 }
 
+/// A bitmap of rows known to ascend.
+fn ascending_bitmap(rows: &[u32]) -> RoaringBitmap {
+    RoaringBitmap::from_sorted_iter(rows.iter().copied()).unwrap_or_else(|_| rows.iter().copied().collect())
+}
+
 impl<R: Columnar> Stream<R> {
     fn mem<Q: RecordQuery<R>>(source: usize, table: &MemTable<R>, q: &Q, indexes: &mut Vec<String>) -> Self {
         let window = q.window();
@@ -131,7 +136,7 @@ impl<R: Columnar> Stream<R> {
         let mut explain = SourceExplain::new("hot", None);
         let cands = candidates(
             &q.term_groups(),
-            |t| table.posting(t).cloned().or_else(|| Some(RoaringBitmap::new())),
+            |t| Some(table.posting(t).map(ascending_bitmap).unwrap_or_default()),
             |_| false,
             indexes,
         );
