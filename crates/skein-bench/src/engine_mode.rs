@@ -136,15 +136,25 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
     let engine = open(&dir, &args.durability)?;
     let pb = bar(corpus.span_count(), "ingesting");
     let started = Instant::now();
+    let cpu_started = crate::server::process_cpu_seconds();
+    let faults_started = crate::server::minor_faults();
     let take = |b: u64| -> Result<Vec<Span>, String> {
         let slot = batches[b as usize].lock().map_err(|e| e.to_string())?.take();
         Ok(slot.unwrap_or_default())
     };
     ingest_concurrently(&engine, args.writers, batches.len() as u64, &take, &pb)?;
     let ingest_secs = started.elapsed().as_secs_f64();
+    // CPU per span, background flushes included: steadier than throughput
+    // on a shared machine, where stolen time slows the wall clock.
+    let ingest_cpu_us_per_span =
+        (crate::server::process_cpu_seconds() - cpu_started) * 1e6 / corpus.span_count() as f64;
     pb.finish_and_clear();
     let fsyncs = engine.stats().wal_fsyncs;
-    eprintln!("ingest: {:.0} spans/s", corpus.span_count() as f64 / ingest_secs);
+    let ingest_page_faults = crate::server::minor_faults() - faults_started;
+    eprintln!(
+        "ingest: {:.0} spans/s, {ingest_cpu_us_per_span:.2} CPU µs/span, {ingest_page_faults} page faults",
+        corpus.span_count() as f64 / ingest_secs,
+    );
 
     // Queries with data spread over the hot tier and parts.
     let queries = measure_queries(&engine, &corpus)?;
@@ -169,6 +179,8 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
         "results": {
             "ingest_spans_per_sec": corpus.span_count() as f64 / ingest_secs,
             "ingest_seconds": ingest_secs,
+            "ingest_cpu_us_per_span": ingest_cpu_us_per_span,
+            "ingest_page_faults": ingest_page_faults,
             "wal_fsyncs": fsyncs,
             "bytes_per_span": part_bytes as f64 / corpus.span_count() as f64,
             "span_part_bytes": part_bytes,

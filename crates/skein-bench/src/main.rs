@@ -47,6 +47,8 @@ enum Mode {
 }
 
 fn main() -> ExitCode {
+    // The engine runs in process here (engine mode): tune as `skein` does.
+    skein_engine::allocator::tune_mimalloc();
     let cli = Cli::parse();
     let r = match &cli.mode {
         Mode::E2e(a) => e2e::run(a),

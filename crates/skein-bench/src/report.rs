@@ -238,6 +238,11 @@ fn render_engine(v: &Value) -> String {
     s.push_str("| metric | value |\n|---|---:|\n");
     let rows: &[(&str, String)] = &[
         ("ingest (spans/s)", thousands(&r["ingest_spans_per_sec"])),
+        (
+            "ingest CPU per span, all threads (µs)",
+            f(&r["ingest_cpu_us_per_span"], 2),
+        ),
+        ("page faults during ingest", thousands(&r["ingest_page_faults"])),
         ("WAL fsyncs during ingest", thousands(&r["wal_fsyncs"])),
         ("on-disk bytes per span after compaction", f(&r["bytes_per_span"], 1)),
         (

@@ -129,6 +129,23 @@ pub fn proc_status_kib(pid: u32, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
+fn rusage() -> Option<libc::rusage> {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    (unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } == 0).then_some(u)
+}
+
+/// CPU seconds (user + system) this process has used, all threads.
+pub fn process_cpu_seconds() -> f64 {
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    rusage().map_or(0.0, |u| secs(u.ru_utime) + secs(u.ru_stime))
+}
+
+/// Page faults served without I/O (first touches of memory), so far.
+pub fn minor_faults() -> i64 {
+    rusage().map_or(0, |u| u.ru_minflt)
+}
+
 pub fn get_json(url: &str) -> Result<Value, String> {
     let r = reqwest::blocking::get(url).map_err(|e| format!("GET {url}: {e}"))?;
     let status = r.status();

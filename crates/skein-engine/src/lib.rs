@@ -10,6 +10,7 @@
 //! parts/<signal>/<id>.parquet, <id>.idx   parts and their sidecars
 //! ```
 
+pub mod allocator;
 pub mod codec;
 pub mod engine;
 pub mod error;

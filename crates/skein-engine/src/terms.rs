@@ -38,7 +38,7 @@ fn hash_parts(tag: u8, parts: &[&[u8]]) -> Term {
     // One-shot hashing of a contiguous buffer: far cheaper than a streaming
     // hasher for inputs this short. Nearly every term fits on the stack.
     let len = 1 + parts.iter().map(|p| 4 + p.len()).sum::<usize>();
-    let mut stack = [0u8; 320];
+    let mut stack = [0u8; 128];
     let mut heap = Vec::new();
     let buf = if len <= stack.len() {
         &mut stack[..len]

@@ -15,3 +15,22 @@ pub const OUTPUT_TOKENS: &[&str] = &[
     "gen_ai.usage.completion_tokens",
 ];
 pub const SESSION_ID: &[&str] = &["gen_ai.conversation.id", "session.id"];
+
+/// Whether `key` may be one of the spellings above: a cheap test that lets
+/// a writer skip looking each spelling up in attributes that have none.
+pub fn may_be_genai_key(key: &str) -> bool {
+    key.starts_with("gen_ai.") || key.starts_with("llm.") || key.starts_with("session.")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_spelling_passes_the_prefix_test() {
+        for key in [REQUEST_MODEL, INPUT_TOKENS, OUTPUT_TOKENS, SESSION_ID].concat() {
+            assert!(may_be_genai_key(key), "{key}");
+        }
+        assert!(!may_be_genai_key("http.method"));
+    }
+}

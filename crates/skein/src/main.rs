@@ -36,6 +36,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    skein_engine::allocator::tune_mimalloc();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => return usage_error(e),

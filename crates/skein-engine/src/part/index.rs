@@ -385,7 +385,12 @@ struct Wire {
     stats: PartStats,
 }
 
-pub fn encode(index: &PartIndex) -> Result<Vec<u8>> {
+/// zstd level of an index rebuilt when a part opens. A part writer uses its
+/// part's level: a flush's index is written fast, as compaction soon
+/// replaces it.
+pub const INDEX_ZSTD_LEVEL: i32 = 3;
+
+pub fn encode(index: &PartIndex, zstd_level: i32) -> Result<Vec<u8>> {
     let mut postings = Vec::with_capacity(index.postings.len());
     for (t, b) in &index.postings {
         let mut bytes = Vec::with_capacity(b.serialized_size());
@@ -402,7 +407,7 @@ pub fn encode(index: &PartIndex) -> Result<Vec<u8>> {
         stats: index.stats.clone(),
     };
     let raw = postcard::to_stdvec(&wire).map_err(|e| Error::Other(format!("encode index: {e}")))?;
-    let body = zstd::bulk::compress(&raw, 3).map_err(|e| Error::io("compress index", e))?;
+    let body = zstd::bulk::compress(&raw, zstd_level).map_err(|e| Error::io("compress index", e))?;
     let mut out = Vec::with_capacity(body.len() + 16);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
@@ -533,7 +538,7 @@ mod tests {
     fn decode_checked(file: &[u8]) {
         let Ok(ix) = decode(file) else { return };
         let seen = exercise(&ix);
-        let again = decode(&encode(&ix).unwrap()).unwrap();
+        let again = decode(&encode(&ix, INDEX_ZSTD_LEVEL).unwrap()).unwrap();
         assert_eq!(exercise(&again), seen);
     }
 
@@ -562,7 +567,7 @@ mod tests {
                 traces,
                 ..Default::default()
             };
-            let err = decode(&encode(&ix).unwrap()).unwrap_err();
+            let err = decode(&encode(&ix, INDEX_ZSTD_LEVEL).unwrap()).unwrap_err();
             assert!(err.to_string().contains(what), "{err}");
         };
         let good = TraceIndex::build(vec![(5, 1), (3, 0), (5, 9), (7, 2)]);
@@ -582,7 +587,7 @@ mod tests {
             time_marks: vec![5, 3],
             ..Default::default()
         };
-        let err = decode(&encode(&ix).unwrap()).unwrap_err();
+        let err = decode(&encode(&ix, INDEX_ZSTD_LEVEL).unwrap()).unwrap_err();
         assert!(err.to_string().contains("time marks"), "{err}");
         // Empty indexes, built or default, load.
         for traces in [TraceIndex::build(Vec::new()), TraceIndex::default()] {
@@ -590,7 +595,7 @@ mod tests {
                 traces,
                 ..Default::default()
             };
-            decode(&encode(&ix).unwrap()).unwrap();
+            decode(&encode(&ix, INDEX_ZSTD_LEVEL).unwrap()).unwrap();
         }
         // The fuzzer's first find, `[0x0a]`: an empty body with a matching
         // checksum (it used to reserve 2 GiB before failing).
@@ -601,7 +606,7 @@ mod tests {
     fn sidecars_round_trip() {
         for which in 0..3 {
             let ix = valid_index(which);
-            let back = decode(&encode(&ix).unwrap()).unwrap();
+            let back = decode(&encode(&ix, INDEX_ZSTD_LEVEL).unwrap()).unwrap();
             assert_eq!(exercise(&back), exercise(&ix));
         }
         let err = decode(b"SKEINIDX\x01\0\0\0\0\0\0\0junk").unwrap_err();
@@ -627,7 +632,7 @@ mod tests {
             edits in prop::collection::vec((any::<Index>(), 1..=255u8), 1..4),
             cut in prop::option::of(any::<Index>()),
         ) {
-            let file = encode(&valid_index(which)).unwrap();
+            let file = encode(&valid_index(which), INDEX_ZSTD_LEVEL).unwrap();
             let damaged = match layer {
                 // The file as stored: the checksum catches almost everything.
                 0 => mutate(file, &edits, cut),

@@ -120,7 +120,7 @@ impl Part {
             Err(e) => {
                 tracing::warn!("rebuilding index of part {}: {e}", store.describe(&name));
                 part.index = part.rebuild_index::<R>()?;
-                store.put(&idx_name, &index::encode(&part.index)?)?;
+                store.put(&idx_name, &index::encode(&part.index, index::INDEX_ZSTD_LEVEL)?)?;
             }
         }
         Ok(part)

@@ -164,6 +164,8 @@ pub struct PartWriter<R: Columnar> {
     given_index: Option<PartIndex>,
     rows: u32,
     last: Option<(u64, crate::record::RecordKey)>,
+    /// For the sidecar index too.
+    zstd_level: i32,
 }
 
 impl<R: Columnar> PartWriter<R> {
@@ -192,6 +194,7 @@ impl<R: Columnar> PartWriter<R> {
             given_index: None,
             rows: 0,
             last: None,
+            zstd_level: opts.zstd_level,
         })
     }
 
@@ -281,7 +284,7 @@ impl<R: Columnar> PartWriter<R> {
             }
             None => std::mem::take(&mut self.index).finish(),
         };
-        let encoded = super::index::encode(&index)?;
+        let encoded = super::index::encode(&index, self.zstd_level)?;
         self.store.put(&index_name(R::SIGNAL, self.meta.id), &encoded)?;
         let sink = self.writer.into_inner()?;
         sink.0.commit()?;

@@ -76,6 +76,7 @@ impl Columnar for LogRecord {
         let mut resource = StringBuilder::new();
         let mut scope = StringBuilder::new();
         let mut shared = SharedJson::default();
+        let mut json = AttrsJson::default();
         for r in rows {
             timestamp.append_value(ts(r.effective_time()));
             time.append_option((r.time_unix_nano != 0).then(|| ts(r.time_unix_nano)));
@@ -97,7 +98,7 @@ impl Columnar for LogRecord {
                     body_json.append_value(to_json_string(&OtlpValue(other)));
                 }
             }
-            attributes.append_option(json_or_null(&r.attributes));
+            json.append(&mut attributes, &r.attributes);
             dropped.append_value(r.dropped_attributes_count);
             flags.append_value(r.flags);
             match r.trace_id {

@@ -250,6 +250,7 @@ impl Columnar for MetricPoint {
         let mut resource = StringBuilder::new();
         let mut scope = StringBuilder::new();
         let mut shared = SharedJson::default();
+        let mut json = AttrsJson::default();
         for p in rows {
             let m = &p.metric;
             time.append_value(ts(p.time_unix_nano));
@@ -262,8 +263,8 @@ impl Columnar for MetricPoint {
             monotonic.append_value(mono);
             unit.append_option((!m.unit.is_empty()).then_some(&m.unit));
             description.append_option((!m.description.is_empty()).then_some(&m.description));
-            metadata.append_option(json_or_null(&m.metadata));
-            attributes.append_option(json_or_null(&p.attributes));
+            json.append(&mut metadata, &m.metadata);
+            json.append(&mut attributes, &p.attributes);
             series.append_value(series_id(p));
             let (d, i, c, s, lo, hi) = match &p.value {
                 PointValue::Number(Some(Number::Double(d))) => (Some(*d), None, None, None, None, None),

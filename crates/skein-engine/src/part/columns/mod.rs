@@ -52,16 +52,36 @@ pub(crate) fn field(name: &str, dt: DataType, nullable: bool) -> Field {
     Field::new(name, dt, nullable)
 }
 
-pub(crate) fn json_or_null(attrs: &[KeyValue]) -> Option<String> {
-    (!attrs.is_empty()).then(|| skein_model::json::attrs_to_json_string(attrs))
+/// Writes attribute lists into a string column through one reused buffer,
+/// rather than a fresh string per row.
+#[derive(Default)]
+pub(crate) struct AttrsJson(String);
+
+impl AttrsJson {
+    /// Appends `attrs` as OTLP/JSON, or NULL when there are none.
+    pub fn append(&mut self, column: &mut arrow_array::builder::StringBuilder, attrs: &[KeyValue]) {
+        if attrs.is_empty() {
+            column.append_null();
+        } else {
+            self.0.clear();
+            skein_model::json::push_attrs(&mut self.0, attrs);
+            column.append_value(&self.0);
+        }
+    }
 }
 
-/// Interns resource and scope JSON while building a batch: consecutive rows
-/// usually share them, so each distinct one is serialized once.
+/// About the bytes `attrs` take as OTLP/JSON, for sizing a column; rather
+/// more than less.
+pub(crate) fn attrs_json_len_hint(attrs: &[KeyValue]) -> usize {
+    attrs.iter().map(|kv| 40 + kv.key.len() + kv.value.approx_size()).sum()
+}
+
+/// Interns resource and scope JSON while building a batch: rows share
+/// them, so each distinct one is serialized once.
 #[derive(Default)]
 pub(crate) struct SharedJson {
-    resources: HashMap<*const Resource, Arc<str>>,
-    scopes: HashMap<*const Scope, Arc<str>>,
+    resources: crate::hash::FastMap<*const Resource, Arc<str>>,
+    scopes: crate::hash::FastMap<*const Scope, Arc<str>>,
 }
 
 impl SharedJson {

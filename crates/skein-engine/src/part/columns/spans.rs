@@ -90,31 +90,37 @@ impl Columnar for Span {
 
     fn to_batch(rows: &[&Span]) -> Result<RecordBatch> {
         let n = rows.len();
+        let mut shared = SharedJson::default();
+        let mut json = AttrsJson::default();
+        // Text columns sized up front: growing them by doubling copied
+        // more bytes than the rows hold.
+        let text = |len: &dyn Fn(&Span) -> usize| StringBuilder::with_capacity(n, rows.iter().map(|s| len(s)).sum());
         let mut trace_id = FixedSizeBinaryBuilder::with_capacity(n, 16);
         let mut span_id = FixedSizeBinaryBuilder::with_capacity(n, 8);
         let mut parent = FixedSizeBinaryBuilder::with_capacity(n, 8);
-        let mut service = StringBuilder::with_capacity(n, n * 8);
-        let mut name = StringBuilder::with_capacity(n, n * 16);
+        let mut service = text(&|s| s.service_name().len());
+        let mut name = text(&|s| s.name.len());
         let mut kind = Int8Builder::with_capacity(n);
         let mut start = TimestampNanosecondBuilder::with_capacity(n).with_timezone("UTC");
         let mut duration = Int64Builder::with_capacity(n);
         let mut status_code = Int8Builder::with_capacity(n);
-        let mut status_message = StringBuilder::new();
-        let mut trace_state = StringBuilder::new();
+        let mut status_message = text(&|s| s.status.message.len());
+        let mut trace_state = text(&|s| s.trace_state.len());
         let mut flags = UInt32Builder::with_capacity(n);
-        let mut attributes = StringBuilder::with_capacity(n, n * 64);
-        let mut events = StringBuilder::new();
-        let mut links = StringBuilder::new();
+        let mut attributes = text(&|s| attrs_json_len_hint(&s.attributes));
+        let mut events = StringBuilder::with_capacity(n, 0);
+        let mut links = StringBuilder::with_capacity(n, 0);
         let mut dropped_attrs = UInt32Builder::with_capacity(n);
         let mut dropped_events = UInt32Builder::with_capacity(n);
         let mut dropped_links = UInt32Builder::with_capacity(n);
-        let mut resource = StringBuilder::with_capacity(n, n * 8);
-        let mut scope = StringBuilder::with_capacity(n, n * 8);
-        let mut llm_model = StringBuilder::new();
+        let resource_bytes = rows.iter().map(|s| shared.resource(&s.resource).len()).sum();
+        let mut resource = StringBuilder::with_capacity(n, resource_bytes);
+        let scope_bytes = rows.iter().map(|s| shared.scope(&s.scope).len()).sum();
+        let mut scope = StringBuilder::with_capacity(n, scope_bytes);
+        let mut llm_model = StringBuilder::with_capacity(n, 0);
         let mut llm_in = Int64Builder::with_capacity(n);
         let mut llm_out = Int64Builder::with_capacity(n);
-        let mut session = StringBuilder::new();
-        let mut shared = SharedJson::default();
+        let mut session = StringBuilder::with_capacity(n, 0);
         for s in rows {
             trace_id.append_value(s.trace_id.0)?;
             span_id.append_value(s.span_id.0)?;
@@ -131,7 +137,7 @@ impl Columnar for Span {
             status_message.append_option((!s.status.message.is_empty()).then_some(&s.status.message));
             trace_state.append_option((!s.trace_state.is_empty()).then_some(&s.trace_state));
             flags.append_value(s.flags);
-            attributes.append_option(json_or_null(&s.attributes));
+            json.append(&mut attributes, &s.attributes);
             events.append_option((!s.events.is_empty()).then(|| to_json_string(&OtlpEvents(&s.events))));
             links.append_option((!s.links.is_empty()).then(|| to_json_string(&OtlpLinks(&s.links))));
             dropped_attrs.append_value(s.dropped_attributes_count);
@@ -139,10 +145,17 @@ impl Columnar for Span {
             dropped_links.append_value(s.dropped_links_count);
             resource.append_value(&*shared.resource(&s.resource));
             scope.append_value(&*shared.scope(&s.scope));
-            llm_model.append_option(first_attr(s, genai::REQUEST_MODEL).and_then(|v| v.as_str()));
-            llm_in.append_option(first_attr(s, genai::INPUT_TOKENS).and_then(|v| v.as_i64()));
-            llm_out.append_option(first_attr(s, genai::OUTPUT_TOKENS).and_then(|v| v.as_i64()));
-            session.append_option(first_attr(s, genai::SESSION_ID).and_then(|v| v.as_str()));
+            if s.attributes.iter().any(|kv| genai::may_be_genai_key(&kv.key)) {
+                llm_model.append_option(first_attr(s, genai::REQUEST_MODEL).and_then(|v| v.as_str()));
+                llm_in.append_option(first_attr(s, genai::INPUT_TOKENS).and_then(|v| v.as_i64()));
+                llm_out.append_option(first_attr(s, genai::OUTPUT_TOKENS).and_then(|v| v.as_i64()));
+                session.append_option(first_attr(s, genai::SESSION_ID).and_then(|v| v.as_str()));
+            } else {
+                llm_model.append_null();
+                llm_in.append_null();
+                llm_out.append_null();
+                session.append_null();
+            }
         }
         let cols: Vec<ArrayRef> = vec![
             Arc::new(trace_id.finish()),
