@@ -17,10 +17,18 @@ impl Hasher for WordHasher {
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
+        // Whole words as loads; the tail byte by byte (a variable-length
+        // copy into a word would be a memcpy call, on every string lookup).
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
             let mut w = [0u8; 8];
-            w[..chunk.len()].copy_from_slice(chunk);
+            w.copy_from_slice(chunk);
             self.write_u64(u64::from_le_bytes(w));
+        }
+        let tail = chunks.remainder();
+        if !tail.is_empty() {
+            let w = tail.iter().rev().fold(0u64, |w, &b| (w << 8) | b as u64);
+            self.write_u64(w);
         }
     }
 
@@ -44,3 +52,25 @@ impl Hasher for WordHasher {
 
 pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
 pub type FastSet<K> = HashSet<K, BuildHasherDefault<WordHasher>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bytes hash as little-endian words, the last one zero-padded.
+    #[test]
+    fn bytes_hash_as_padded_words() {
+        let bytes: Vec<u8> = (1..=21).collect();
+        for n in 0..=bytes.len() {
+            let mut direct = WordHasher::default();
+            direct.write(&bytes[..n]);
+            let mut words = WordHasher::default();
+            for chunk in bytes[..n].chunks(8) {
+                let mut w = [0u8; 8];
+                w[..chunk.len()].copy_from_slice(chunk);
+                words.write_u64(u64::from_le_bytes(w));
+            }
+            assert_eq!(direct.finish(), words.finish(), "{n} bytes");
+        }
+    }
+}

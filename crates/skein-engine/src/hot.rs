@@ -63,6 +63,19 @@ impl<R> Default for MemTable<R> {
 const ROW_OVERHEAD: usize = 160;
 
 impl<R: Record> MemTable<R> {
+    /// An empty table with room for what `previous` held: under steady
+    /// ingest each tier fills like the last, and growing the key map by
+    /// rehashing was a tenth of insert work.
+    pub fn sized_like(previous: &MemTable<R>) -> Self {
+        let mut t = MemTable::default();
+        t.rows.reserve(previous.rows.len());
+        t.seqs.reserve(previous.rows.len());
+        t.keys.reserve(previous.keys.len());
+        t.traces.reserve(previous.traces.len());
+        t.postings.reserve(previous.postings.len());
+        t
+    }
+
     /// Inserts records whose sequence numbers are `seq_base..`.
     pub fn insert(&mut self, records: Vec<R>, seq_base: u64) {
         for (i, r) in records.into_iter().enumerate() {

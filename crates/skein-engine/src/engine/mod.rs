@@ -437,9 +437,10 @@ impl Inner {
             return Ok(false);
         }
         let boundary = self.wal.rotate()?;
+        let next = Arc::new(Tier::sized_like(&active));
         let mut st = self.state.write();
         st.frozen.push(Arc::new(Frozen { tier: active, boundary }));
-        st.active = Arc::new(Tier::new());
+        st.active = next;
         Ok(true)
     }
 

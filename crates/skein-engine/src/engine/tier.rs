@@ -37,6 +37,16 @@ impl Tier {
         }
     }
 
+    /// An empty tier with room for what `previous` holds.
+    pub fn sized_like(previous: &Tier) -> Tier {
+        Tier {
+            spans: Arc::new(RwLock::new(MemTable::sized_like(&previous.spans.read()))),
+            logs: Arc::new(RwLock::new(MemTable::sized_like(&previous.logs.read()))),
+            metrics: Arc::new(RwLock::new(MemTable::sized_like(&previous.metrics.read()))),
+            created: Instant::now(),
+        }
+    }
+
     pub fn bytes(&self) -> usize {
         self.spans.read().bytes() + self.logs.read().bytes() + self.metrics.read().bytes()
     }
