@@ -195,14 +195,20 @@ impl Engine {
         threads.push(
             std::thread::Builder::new()
                 .name("skein-flush".into())
-                .spawn(move || inner.flush_loop())
+                .spawn(move || {
+                    lower_thread_priority();
+                    inner.flush_loop()
+                })
                 .map_err(|e| Error::io("spawn flush thread", e))?,
         );
         let inner = self.inner.clone();
         threads.push(
             std::thread::Builder::new()
                 .name("skein-compact".into())
-                .spawn(move || inner.compact_loop())
+                .spawn(move || {
+                    lower_thread_priority();
+                    inner.compact_loop()
+                })
                 .map_err(|e| Error::io("spawn compaction thread", e))?,
         );
         Ok(())
@@ -343,6 +349,26 @@ impl Engine {
             self.inner.flush_frozen()?;
         }
         Ok(())
+    }
+}
+
+/// How much nicer than the process background threads are (flush,
+/// compaction, and the part conversion threads they start, which inherit
+/// it).
+const BACKGROUND_NICE: i32 = 5;
+
+/// Lowers the calling thread's CPU priority. On a busy machine a request
+/// then waits less behind a flush or a merge, which still get every idle
+/// cycle; ingest cannot outrun them for long, as it waits once
+/// `max_frozen` tiers are pending.
+fn lower_thread_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: changes the nice value of this thread only (Linux threads
+    // have their own); no memory is involved.
+    unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        let nice = libc::getpriority(libc::PRIO_PROCESS, tid);
+        libc::setpriority(libc::PRIO_PROCESS, tid, (nice + BACKGROUND_NICE).min(19));
     }
 }
 
@@ -590,5 +616,31 @@ impl Inner {
         s.page_cache = self.page_cache.stats();
         s.next_seq = self.wal.next_seq();
         s
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    fn own_nice() -> i32 {
+        // SAFETY: reads this thread's nice value.
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
+    }
+
+    #[test]
+    fn background_threads_run_at_lower_priority_and_pass_it_on() {
+        let base = own_nice();
+        let (own, child) = std::thread::spawn(|| {
+            lower_thread_priority();
+            let child = std::thread::spawn(own_nice).join().unwrap();
+            (own_nice(), child)
+        })
+        .join()
+        .unwrap();
+        let want = (base + BACKGROUND_NICE).min(19);
+        assert_eq!(own, want);
+        assert_eq!(child, want, "threads it starts inherit it");
+        assert_eq!(own_nice(), base, "only the calling thread changes");
     }
 }
