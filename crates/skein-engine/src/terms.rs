@@ -5,6 +5,8 @@
 //! widens a candidate set, and every query re-checks its predicates on the
 //! decoded record, so a collision can never change an answer.
 
+use std::sync::LazyLock;
+
 use skein_model::AnyValue;
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -34,9 +36,9 @@ impl AttrScope {
 /// payloads, not labels); queries on them scan and re-check instead.
 pub const MAX_INDEXED_VALUE_LEN: usize = 256;
 
-fn hash_parts(tag: u8, parts: &[&[u8]]) -> Term {
-    // One-shot hashing of a contiguous buffer: far cheaper than a streaming
-    // hasher for inputs this short. Nearly every term fits on the stack.
+/// Calls `f` with the bytes a term hashes: `tag`, then each part as its
+/// length (u32 LE) and its bytes. Nearly every term fits on the stack.
+fn with_frame<T>(tag: u8, parts: &[&[u8]], f: impl FnOnce(&mut [u8]) -> T) -> T {
     let len = 1 + parts.iter().map(|p| 4 + p.len()).sum::<usize>();
     let mut stack = [0u8; 128];
     let mut heap = Vec::new();
@@ -53,7 +55,13 @@ fn hash_parts(tag: u8, parts: &[&[u8]]) -> Term {
         buf[at + 4..at + 4 + p.len()].copy_from_slice(p);
         at += 4 + p.len();
     }
-    xxh3_64(buf)
+    f(buf)
+}
+
+fn hash_parts(tag: u8, parts: &[&[u8]]) -> Term {
+    // One-shot hashing of a contiguous buffer: far cheaper than a streaming
+    // hasher for inputs this short.
+    with_frame(tag, parts, |buf| xxh3_64(buf))
 }
 
 pub fn service(name: &str) -> Term {
@@ -66,11 +74,24 @@ pub fn name(name: &str) -> Term {
 }
 
 pub fn kind(kind: u8) -> Term {
-    hash_parts(b'k', &[&[kind]])
+    byte_term(b'k', kind)
 }
 
 pub fn status(code: u8) -> Term {
-    hash_parts(b'c', &[&[code]])
+    byte_term(b'c', code)
+}
+
+/// The term of a one-byte value (span kinds and status codes, every span
+/// has one of each), hashed once per process for the values that exist.
+fn byte_term(tag: u8, value: u8) -> Term {
+    static KINDS: LazyLock<[Term; 8]> = LazyLock::new(|| std::array::from_fn(|v| hash_parts(b'k', &[&[v as u8]])));
+    static CODES: LazyLock<[Term; 8]> = LazyLock::new(|| std::array::from_fn(|v| hash_parts(b'c', &[&[v as u8]])));
+    let known = match tag {
+        b'k' => KINDS.get(value as usize),
+        b'c' => CODES.get(value as usize),
+        _ => None,
+    };
+    known.copied().unwrap_or_else(|| hash_parts(tag, &[&[value]]))
 }
 
 pub fn severity(number: i32) -> Term {
@@ -84,14 +105,18 @@ pub fn attr_exists(scope: AttrScope, key: &str) -> Term {
 
 /// "Attribute `key` in `scope` equals `value`", for indexable scalar values.
 pub fn attr_eq(scope: AttrScope, key: &str, value: &AnyValue) -> Option<Term> {
-    let scalar: [u8; 8];
-    let (type_tag, bytes): (u8, &[u8]) = match value {
-        AnyValue::Str(s) if s.len() <= MAX_INDEXED_VALUE_LEN => (b's', s.as_bytes()),
-        AnyValue::Int(i) => {
-            scalar = i.to_le_bytes();
-            (b'i', &scalar)
-        }
-        AnyValue::Bool(b) => (b'b', if *b { &[1] } else { &[0] }),
+    with_indexed_value(value, |type_tag, bytes| {
+        hash_parts(b'a', &[&[scope.tag()], key.as_bytes(), &[type_tag], bytes])
+    })
+}
+
+/// Calls `f` with the type tag and bytes an equality term hashes for
+/// `value`, if it is indexable.
+fn with_indexed_value<T>(value: &AnyValue, f: impl FnOnce(u8, &[u8]) -> T) -> Option<T> {
+    Some(match value {
+        AnyValue::Str(s) if s.len() <= MAX_INDEXED_VALUE_LEN => f(b's', s.as_bytes()),
+        AnyValue::Int(i) => f(b'i', &i.to_le_bytes()),
+        AnyValue::Bool(b) => f(b'b', &[*b as u8]),
         // Doubles index by bit pattern after the normalisations that make
         // AnyValue::query_eq equal: -0.0 == 0.0, and every NaN is one NaN.
         AnyValue::Double(d) => {
@@ -102,12 +127,26 @@ pub fn attr_eq(scope: AttrScope, key: &str, value: &AnyValue) -> Option<Term> {
             } else {
                 *d
             };
-            scalar = d.to_bits().to_le_bytes();
-            (b'd', &scalar)
+            f(b'd', &d.to_bits().to_le_bytes())
         }
         _ => return None,
-    };
-    Some(hash_parts(b'a', &[&[scope.tag()], key.as_bytes(), &[type_tag], bytes]))
+    })
+}
+
+/// [`attr_exists`] and [`attr_eq`] from one framing: the two share the
+/// framed scope and key, and differ in the tag and the value after them.
+fn attr_exists_and_eq(scope: AttrScope, key: &str, value: &AnyValue) -> (Term, Option<Term>) {
+    let both = with_indexed_value(value, |type_tag, bytes| {
+        with_frame(b'x', &[&[scope.tag()], key.as_bytes(), &[type_tag], bytes], |buf| {
+            let exists = xxh3_64(&buf[..1 + 4 + 1 + 4 + key.len()]);
+            buf[0] = b'a';
+            (exists, xxh3_64(buf))
+        })
+    });
+    match both {
+        Some((exists, eq)) => (exists, Some(eq)),
+        None => (attr_exists(scope, key), None),
+    }
 }
 
 /// A term emitted for a record, with the exists-term of its attribute key
@@ -121,12 +160,12 @@ pub struct IndexTerm {
 /// Emits the exists- and equality-terms of an attribute list.
 pub fn attr_terms(scope: AttrScope, attrs: &[skein_model::KeyValue], out: &mut Vec<IndexTerm>) {
     for kv in attrs {
-        let key = attr_exists(scope, &kv.key);
+        let (key, eq) = attr_exists_and_eq(scope, &kv.key, &kv.value);
         out.push(IndexTerm {
             term: key,
             attr_key: None,
         });
-        if let Some(t) = attr_eq(scope, &kv.key, &kv.value) {
+        if let Some(t) = eq {
             out.push(IndexTerm {
                 term: t,
                 attr_key: Some(key),
@@ -155,10 +194,39 @@ mod tests {
         b
     }
 
+    proptest::proptest! {
+        /// Terms framed together equal the terms framed one by one.
+        #[test]
+        fn shared_framing_equals_separate_terms(
+            key in ".{0,200}",
+            s in ".{0,300}",
+            i in proptest::prelude::any::<i64>(),
+            d in proptest::prelude::any::<f64>(),
+            which in 0u8..5,
+        ) {
+            let value = match which {
+                0 => AnyValue::Str(s),
+                1 => AnyValue::Int(i),
+                2 => AnyValue::Double(d),
+                3 => AnyValue::Bool(i % 2 == 0),
+                _ => AnyValue::Array(vec![AnyValue::Int(i)]),
+            };
+            for scope in [AttrScope::Record, AttrScope::Resource, AttrScope::Event] {
+                proptest::prop_assert_eq!(
+                    attr_exists_and_eq(scope, &key, &value),
+                    (attr_exists(scope, &key), attr_eq(scope, &key, &value))
+                );
+            }
+        }
+    }
+
     #[test]
     fn terms_hash_their_framed_parts() {
         assert_eq!(service("checkout"), xxh3_64(&framed(b's', &[b"checkout"])));
-        assert_eq!(kind(2), xxh3_64(&framed(b'k', &[&[2]])));
+        for v in [0, 2, 7, 8, 200] {
+            assert_eq!(kind(v), xxh3_64(&framed(b'k', &[&[v]])));
+            assert_eq!(status(v), xxh3_64(&framed(b'c', &[&[v]])));
+        }
         let r = AttrScope::Record;
         assert_eq!(
             attr_eq(r, "http.status_code", &AnyValue::Int(500)),
