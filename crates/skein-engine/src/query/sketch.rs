@@ -163,12 +163,11 @@ impl SketchBuilder {
 
     /// Counts the pending values into the window, grown once to fit them.
     fn fold(&mut self) {
-        let (Some(lo), Some(hi)) = (
-            self.pending.iter().map(|v| bucket_of(*v)).min(),
-            self.pending.iter().map(|v| bucket_of(*v)).max(),
-        ) else {
+        // Buckets ascend with values: the extremes bound the window.
+        let (Some(&min), Some(&max)) = (self.pending.iter().min(), self.pending.iter().max()) else {
             return;
         };
+        let (lo, hi) = (bucket_of(min), bucket_of(max));
         if self.counts.is_empty() {
             self.first = lo;
         } else if lo < self.first {

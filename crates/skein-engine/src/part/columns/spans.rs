@@ -113,15 +113,17 @@ impl Columnar for Span {
         let mut dropped_attrs = UInt32Builder::with_capacity(n);
         let mut dropped_events = UInt32Builder::with_capacity(n);
         let mut dropped_links = UInt32Builder::with_capacity(n);
-        let resource_bytes = rows.iter().map(|s| shared.resource(&s.resource).len()).sum();
-        let mut resource = StringBuilder::with_capacity(n, resource_bytes);
-        let scope_bytes = rows.iter().map(|s| shared.scope(&s.scope).len()).sum();
-        let mut scope = StringBuilder::with_capacity(n, scope_bytes);
+        // Each row's resource and scope JSON, looked up once: their
+        // lengths size the columns.
+        let resources: Vec<Arc<str>> = rows.iter().map(|s| shared.resource(&s.resource)).collect();
+        let scopes: Vec<Arc<str>> = rows.iter().map(|s| shared.scope(&s.scope)).collect();
+        let mut resource = StringBuilder::with_capacity(n, resources.iter().map(|j| j.len()).sum());
+        let mut scope = StringBuilder::with_capacity(n, scopes.iter().map(|j| j.len()).sum());
         let mut llm_model = StringBuilder::with_capacity(n, 0);
         let mut llm_in = Int64Builder::with_capacity(n);
         let mut llm_out = Int64Builder::with_capacity(n);
         let mut session = StringBuilder::with_capacity(n, 0);
-        for s in rows {
+        for (i, s) in rows.iter().enumerate() {
             trace_id.append_value(s.trace_id.0)?;
             span_id.append_value(s.span_id.0)?;
             match s.parent_span_id {
@@ -143,8 +145,8 @@ impl Columnar for Span {
             dropped_attrs.append_value(s.dropped_attributes_count);
             dropped_events.append_value(s.dropped_events_count);
             dropped_links.append_value(s.dropped_links_count);
-            resource.append_value(&*shared.resource(&s.resource));
-            scope.append_value(&*shared.scope(&s.scope));
+            resource.append_value(&*resources[i]);
+            scope.append_value(&*scopes[i]);
             if s.attributes.iter().any(|kv| genai::may_be_genai_key(&kv.key)) {
                 llm_model.append_option(first_attr(s, genai::REQUEST_MODEL).and_then(|v| v.as_str()));
                 llm_in.append_option(first_attr(s, genai::INPUT_TOKENS).and_then(|v| v.as_i64()));
