@@ -13,6 +13,7 @@ use skein_model::corpus::Corpus;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
+    skein_engine::allocator::tune_mimalloc();
     let what = std::env::args().nth(1).unwrap_or_else(|| "get".into());
     // DATA_DIR keeps the data for later runs, which then only query it.
     let tmp = tempfile::tempdir().unwrap();

@@ -420,6 +420,39 @@ mod tests {
         }
     }
 
+    #[test]
+    fn pages_of_bulky_columns_end_at_their_byte_limit() {
+        // 1,000 spans with ~1 KiB of attributes each: one 1,024-row page
+        // would make a point read decompress a megabyte for one row.
+        let dir = tempfile::tempdir().unwrap();
+        let mut spans = testdata::spans(100, 10);
+        for (i, s) in spans.iter_mut().enumerate() {
+            s.attributes.push(skein_model::KeyValue::new(
+                "payload",
+                format!("{i:04}-{}", "x".repeat(1000)),
+            ));
+        }
+        let (_, part) = write_spans(dir.path(), &spans);
+        let meta = part.arrow_meta.metadata();
+        let pages = |name: &str| {
+            let column = meta
+                .row_group(0)
+                .columns()
+                .iter()
+                .position(|c| c.column_path().string() == name)
+                .unwrap();
+            meta.offset_index().unwrap()[0][column].page_locations.len()
+        };
+        // Pages of at most 32 KiB (and a row): ~1 MB of attributes.
+        assert!(pages("attributes") >= 1_000_000 / (32 << 10), "{}", pages("attributes"));
+        assert_eq!(pages("duration_ns"), 1, "other columns keep whole pages");
+        // Reads across the page boundaries still see every row.
+        let rows: Vec<u32> = (0..1000).step_by(7).collect();
+        let read: Vec<Span> = part.read_rows(&rows).unwrap();
+        assert_eq!(read.len(), rows.len());
+        assert!(read.iter().all(|s| s.attributes.iter().any(|kv| kv.key == "payload")));
+    }
+
     fn write_small_groups<R: Columnar + Clone>(dir: &std::path::Path, records: &[R]) -> Part {
         let store: Arc<dyn PartStore> = Arc::new(LocalStore::open(dir, &[R::SIGNAL.as_str()]).unwrap());
         let opts = WriterOptions {

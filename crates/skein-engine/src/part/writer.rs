@@ -29,6 +29,12 @@ pub struct WriterOptions {
     pub row_group_rows: usize,
     /// Rows per data page: the unit a point read decodes.
     pub page_rows: usize,
+    /// Uncompressed bytes after which a page of a bulky (zstd) column ends
+    /// early. A point read decompresses a whole page of every column it
+    /// touches, and zstd frames cannot be entered midway: with pages of
+    /// `page_rows` rows, the attribute page alone was a third of a trace
+    /// lookup, and a page of large payloads (prompts) would cost megabytes.
+    pub bulky_page_bytes: usize,
     pub zstd_level: i32,
     /// zstd level of parts written by flushes, which compaction rewrites
     /// soon: fast rather than small.
@@ -40,6 +46,7 @@ impl Default for WriterOptions {
         WriterOptions {
             row_group_rows: 128 * 1024,
             page_rows: 1024,
+            bulky_page_bytes: 32 << 10,
             zstd_level: 3,
             flush_zstd_level: 1,
         }
@@ -93,7 +100,9 @@ fn properties(signal: Signal, schema: &arrow_schema::Schema, opts: &WriterOption
         b = b.set_column_encoding(col(c), Encoding::DELTA_LENGTH_BYTE_ARRAY);
     }
     for c in bulky {
-        b = b.set_column_compression(col(c), zstd);
+        b = b
+            .set_column_compression(col(c), zstd)
+            .set_column_data_page_size_limit(col(c), opts.bulky_page_bytes);
     }
     for c in random {
         b = b.set_column_compression(col(c), Compression::UNCOMPRESSED);
