@@ -72,6 +72,10 @@ fn reingesting_a_span_replaces_it_everywhere() {
     let t = e.get_trace(corpus.trace_id(3)).unwrap();
     assert_eq!(t.spans.len(), 10);
     assert_eq!(t.spans.iter().filter(|s| s.name == "changed").count(), 1);
+    // The bound counts every stored version: the first part's 10 and the
+    // second's (the retry, with the change).
+    assert_eq!(e.trace_rows_upper_bound(corpus.trace_id(3)), 20);
+    assert_eq!(e.trace_rows_upper_bound(skein_model::TraceId::from_u128(7)), 0);
     // Search for the old name must not return the replaced version.
     let old_name = corpus.trace(3)[4].name.clone();
     let q = SpanQuery {
@@ -97,6 +101,7 @@ fn reingesting_a_span_replaces_it_everywhere() {
     assert_eq!(e.stats().spans, 100);
     let t = e.get_trace(corpus.trace_id(3)).unwrap();
     assert_eq!(t.spans.iter().filter(|s| s.name == "changed").count(), 1);
+    assert_eq!(e.trace_rows_upper_bound(corpus.trace_id(3)), 10);
 }
 
 #[test]

@@ -384,3 +384,59 @@ fn every_api_route_exists() {
     assert_eq!(v["error"]["code"], "bad_request");
     assert!(v["error"]["message"].as_str().unwrap().contains("bogus"));
 }
+
+#[test]
+fn small_and_large_traces_are_both_served_whole() {
+    // Small traces are looked up on the I/O thread, big ones (more than
+    // 128 stored spans) on the blocking pool: both must answer in full,
+    // in both formats, from the hot tier and from parts.
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Server::start(&dir.path().join("data"), &[]);
+    let t0 = now_ns() - HOUR_NS / 2;
+    let trace = |id: &str, n: u64| -> serde_json::Value {
+        let spans: Vec<serde_json::Value> = (0..n)
+            .map(|i| {
+                serde_json::json!({"trace_id": id, "span_id": format!("{:016x}", i + 1),
+                    "parent_span_id": if i == 0 { None } else { Some("0000000000000001") },
+                    "name": format!("op-{i}"), "service": "svc", "start_time_unix_nano": t0 + i * 1000,
+                    "duration_ns": 500})
+            })
+            .collect();
+        serde_json::json!({ "spans": spans })
+    };
+    let small = "0123456789abcdef0123456789abcdef";
+    let large = "fedcba9876543210fedcba9876543210";
+    let http = client();
+    for (id, n) in [(small, 10), (large, 300)] {
+        let r = http
+            .post(format!("{}/api/v1/spans", s.api))
+            .json(&trace(id, n))
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let check = |s: &Server| {
+        for (id, n) in [(small, 10usize), (large, 300)] {
+            let t = s.get_json(&format!("/api/v1/traces/{id}"));
+            assert_eq!(t["span_count"], n, "{id}");
+            let names: std::collections::HashSet<&str> = t["spans"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["name"].as_str().unwrap())
+                .collect();
+            assert_eq!(names.len(), n, "{id}: every span once");
+            assert_eq!(read_trace_otlp(s, id).len(), n, "{id} as OTLP");
+        }
+        let r = http
+            .get(format!("{}/api/v1/traces/{}", s.api, "0".repeat(31) + "1"))
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), 404);
+    };
+    check(&s);
+    // Again from a part, after a restart flushed the hot tier.
+    assert!(s.stop().success());
+    s.restart();
+    check(&s);
+}

@@ -239,6 +239,13 @@ impl Engine {
         Ok(TraceResult { spans, explain })
     }
 
+    /// An upper bound on the spans [`get_trace`](Engine::get_trace) would
+    /// decode, read off the trace indexes in microseconds: a caller can
+    /// tell a small lookup, fine to run on an I/O thread, from a big one.
+    pub fn trace_rows_upper_bound(&self, trace_id: TraceId) -> usize {
+        search::trace_rows(&self.state().sources::<Span>(), trace_id.as_u128())
+    }
+
     /// Log records of a trace, oldest first.
     pub fn trace_logs(&self, trace_id: TraceId) -> Result<Vec<Arc<LogRecord>>> {
         let sources = self.state().sources::<LogRecord>();

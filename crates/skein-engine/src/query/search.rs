@@ -439,6 +439,19 @@ pub fn search<R: Columnar, Q: RecordQuery<R>>(sources: &[Source<R>], q: &Q) -> R
     })
 }
 
+/// How many rows [`trace_records`] would look at for `trace`, from the
+/// indexes alone (replaced versions included, so never less than the
+/// records it returns).
+pub fn trace_rows<R: Columnar>(sources: &[Source<R>], trace: u128) -> usize {
+    sources
+        .iter()
+        .map(|s| match s {
+            Source::Mem(m) => m.read().trace_rows(trace).len(),
+            Source::Part(p) => p.index.traces.rows_of(trace).len(),
+        })
+        .sum()
+}
+
 /// Every record of one trace across sources, newest version of each key.
 pub fn trace_records<R: Columnar>(sources: &[Source<R>], trace: u128, explain: &mut Explain) -> Result<Vec<Arc<R>>> {
     let mut seen = HashSet::new();
