@@ -37,6 +37,11 @@ pub struct EngineArgs {
     /// the corpus on its own, so its peak RSS is the engine's alone).
     #[arg(long)]
     pub no_memory_probe: bool,
+    /// Ingest rounds, each into a fresh data directory; ingest figures are
+    /// the median round's (this machine is shared: one round alone swings
+    /// by ±15%). Queries run on the last round's data.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
 }
 
 /// Arguments of the memory probe child (`skein-bench engine-memory`).
@@ -122,39 +127,37 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
         memory_probe(args)?
     };
     let corpus = Corpus::new(args.spans, now_ns());
-    let per = (args.batch / corpus.spans_per_trace).max(1);
-    let pb = bar(corpus.span_count(), "generating batches");
-    let batches: Vec<Mutex<Option<Vec<Span>>>> = (0..corpus.traces.div_ceil(per))
-        .map(|b| {
-            let spans = corpus.spans(b * per..((b + 1) * per).min(corpus.traces));
-            pb.inc(spans.len() as u64);
-            Mutex::new(Some(spans))
-        })
-        .collect();
-    pb.finish_and_clear();
-
-    let engine = open(&dir, &args.durability)?;
-    let pb = bar(corpus.span_count(), "ingesting");
-    let started = Instant::now();
-    let cpu_started = crate::server::process_cpu_seconds();
-    let faults_started = crate::server::minor_faults();
-    let take = |b: u64| -> Result<Vec<Span>, String> {
-        let slot = batches[b as usize].lock().map_err(|e| e.to_string())?.take();
-        Ok(slot.unwrap_or_default())
-    };
-    ingest_concurrently(&engine, args.writers, batches.len() as u64, &take, &pb)?;
-    let ingest_secs = started.elapsed().as_secs_f64();
-    // CPU per span, background flushes included: steadier than throughput
-    // on a shared machine, where stolen time slows the wall clock.
-    let ingest_cpu_us_per_span =
-        (crate::server::process_cpu_seconds() - cpu_started) * 1e6 / corpus.span_count() as f64;
-    pb.finish_and_clear();
-    let fsyncs = engine.stats().wal_fsyncs;
-    let ingest_page_faults = crate::server::minor_faults() - faults_started;
-    eprintln!(
-        "ingest: {:.0} spans/s, {ingest_cpu_us_per_span:.2} CPU µs/span, {ingest_page_faults} page faults",
-        corpus.span_count() as f64 / ingest_secs,
-    );
+    let rounds = args.rounds.max(1);
+    let mut measured = Vec::with_capacity(rounds);
+    let mut last = None;
+    for round in 0..rounds {
+        // Earlier rounds go to scratch directories, removed once measured.
+        let round_dir = if round + 1 == rounds {
+            dir.clone()
+        } else {
+            tmp.path().join(format!("round-{round}"))
+        };
+        let (engine, m) = ingest_round(args, &corpus, &round_dir)?;
+        eprintln!(
+            "ingest round {}/{rounds}: {:.0} spans/s, {:.2} CPU µs/span, {} page faults",
+            round + 1,
+            m.spans_per_sec,
+            m.cpu_us_per_span,
+            m.page_faults,
+        );
+        measured.push(m);
+        if round + 1 == rounds {
+            last = Some(engine);
+        } else {
+            engine.close().map_err(|e| e.to_string())?;
+            drop(engine);
+            std::fs::remove_dir_all(&round_dir).map_err(|e| e.to_string())?;
+        }
+    }
+    let engine = last.ok_or("no ingest round ran")?;
+    let all_rates: Vec<f64> = measured.iter().map(|m| m.spans_per_sec).collect();
+    measured.sort_by(|a, b| a.spans_per_sec.total_cmp(&b.spans_per_sec));
+    let median = measured.swap_remove(measured.len() / 2);
 
     // Queries with data spread over the hot tier and parts.
     let queries = measure_queries(&engine, &corpus)?;
@@ -175,13 +178,14 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
 
     let result = json!({
         "machine": machine.finish(),
-        "params": {"spans": corpus.span_count(), "batch": args.batch, "writers": args.writers, "durability": args.durability},
+        "params": {"spans": corpus.span_count(), "batch": args.batch, "writers": args.writers, "durability": args.durability, "rounds": rounds},
         "results": {
-            "ingest_spans_per_sec": corpus.span_count() as f64 / ingest_secs,
-            "ingest_seconds": ingest_secs,
-            "ingest_cpu_us_per_span": ingest_cpu_us_per_span,
-            "ingest_page_faults": ingest_page_faults,
-            "wal_fsyncs": fsyncs,
+            "ingest_spans_per_sec": median.spans_per_sec,
+            "ingest_rounds_spans_per_sec": all_rates,
+            "ingest_seconds": median.seconds,
+            "ingest_cpu_us_per_span": median.cpu_us_per_span,
+            "ingest_page_faults": median.page_faults,
+            "wal_fsyncs": median.fsyncs,
             "bytes_per_span": part_bytes as f64 / corpus.span_count() as f64,
             "span_part_bytes": part_bytes,
             "peak_rss_mib": memory["peak_rss_mib"],
@@ -197,6 +201,54 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
         },
     });
     crate::report::write(&args.out, "engine", result)
+}
+
+/// One ingest round's figures.
+struct Round {
+    spans_per_sec: f64,
+    seconds: f64,
+    /// CPU per span, background flushes included: steadier than throughput
+    /// on a shared machine, where stolen time slows the wall clock.
+    cpu_us_per_span: f64,
+    page_faults: i64,
+    fsyncs: u64,
+}
+
+/// Ingests the whole corpus into a new engine on `dir`, timing only the
+/// ingest (batches are generated before, and held in memory).
+fn ingest_round(args: &EngineArgs, corpus: &Corpus, dir: &std::path::Path) -> Result<(Engine, Round), String> {
+    let per = (args.batch / corpus.spans_per_trace).max(1);
+    let pb = bar(corpus.span_count(), "generating batches");
+    let batches: Vec<Mutex<Option<Vec<Span>>>> = (0..corpus.traces.div_ceil(per))
+        .map(|b| {
+            let spans = corpus.spans(b * per..((b + 1) * per).min(corpus.traces));
+            pb.inc(spans.len() as u64);
+            Mutex::new(Some(spans))
+        })
+        .collect();
+    pb.finish_and_clear();
+
+    let engine = open(dir, &args.durability)?;
+    let pb = bar(corpus.span_count(), "ingesting");
+    let started = Instant::now();
+    let cpu_started = crate::server::process_cpu_seconds();
+    let faults_started = crate::server::minor_faults();
+    let take = |b: u64| -> Result<Vec<Span>, String> {
+        let slot = batches[b as usize].lock().map_err(|e| e.to_string())?.take();
+        Ok(slot.unwrap_or_default())
+    };
+    ingest_concurrently(&engine, args.writers, batches.len() as u64, &take, &pb)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let cpu_us_per_span = (crate::server::process_cpu_seconds() - cpu_started) * 1e6 / corpus.span_count() as f64;
+    pb.finish_and_clear();
+    let round = Round {
+        spans_per_sec: corpus.span_count() as f64 / seconds,
+        seconds,
+        cpu_us_per_span,
+        page_faults: crate::server::minor_faults() - faults_started,
+        fsyncs: engine.stats().wal_fsyncs,
+    };
+    Ok((engine, round))
 }
 
 /// Runs the memory probe: `skein-bench engine-memory` twice, on one temp

@@ -236,14 +236,30 @@ fn render_engine(v: &Value) -> String {
         f(&v["params"]["durability"], 0)
     ));
     s.push_str("| metric | value |\n|---|---:|\n");
-    let rows: &[(&str, String)] = &[
-        ("ingest (spans/s)", thousands(&r["ingest_spans_per_sec"])),
+    // Older reports had one round: no list.
+    let rounds: Vec<String> = r["ingest_rounds_spans_per_sec"]
+        .as_array()
+        .map(|a| a.iter().map(thousands).collect())
+        .unwrap_or_default();
+    let ingest_label = if rounds.len() > 1 {
+        format!("ingest (spans/s; median round of {})", rounds.len())
+    } else {
+        "ingest (spans/s)".to_string()
+    };
+    let mut rows: Vec<(&str, String)> = vec![(&ingest_label, thousands(&r["ingest_spans_per_sec"]))];
+    if rounds.len() > 1 {
+        rows.push(("ingest rounds (spans/s, in run order)", rounds.join(" / ")));
+    }
+    rows.extend([
         (
-            "ingest CPU per span, all threads (µs)",
+            "ingest CPU per span, all threads (µs; median round)",
             f(&r["ingest_cpu_us_per_span"], 2),
         ),
-        ("page faults during ingest", thousands(&r["ingest_page_faults"])),
-        ("WAL fsyncs during ingest", thousands(&r["wal_fsyncs"])),
+        (
+            "page faults during ingest (median round)",
+            thousands(&r["ingest_page_faults"]),
+        ),
+        ("WAL fsyncs during ingest (median round)", thousands(&r["wal_fsyncs"])),
         ("on-disk bytes per span after compaction", f(&r["bytes_per_span"], 1)),
         (
             "peak RSS, ingest + compaction (MiB; probe process)",
@@ -262,7 +278,7 @@ fn render_engine(v: &Value) -> String {
             f(&r["index_mib_per_million"], 1),
         ),
         ("restart (recovery) time (ms)", f(&r["restart_ms"], 1)),
-    ];
+    ]);
     for (k, val) in rows {
         s.push_str(&format!("| {k} | {val} |\n"));
     }
