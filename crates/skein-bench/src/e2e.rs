@@ -50,6 +50,10 @@ pub struct E2eArgs {
     /// latency below saturation (0 to skip).
     #[arg(long, default_value_t = 10.0)]
     pub paced_seconds: f64,
+    /// Also ingest the corpus over OTLP/gRPC into a second, fresh server
+    /// (same clients and batches), for the gRPC throughput.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub grpc: bool,
     /// Trace lookups / attribute searches in the query phase.
     #[arg(long, default_value_t = 200)]
     pub trace_queries: usize,
@@ -264,6 +268,11 @@ pub fn run(args: &E2eArgs) -> Result<(), String> {
         Value::Null
     };
     server.stop()?;
+    let grpc = if args.grpc {
+        Some(grpc_ingest(&corpus, batch_traces, args)?)
+    } else {
+        None
+    };
 
     let result = json!({
         "machine": machine.finish(),
@@ -285,12 +294,53 @@ pub fn run(args: &E2eArgs) -> Result<(), String> {
             "parts": {"after_ingest": parts_after_ingest, "after_compaction": parts_after_compaction},
             "queries": queries,
             "paced_half_rate": paced,
+            "grpc_ingest": grpc,
             "disk_fdatasync": fsync,
         },
     });
     crate::report::write(&args.out, "e2e", result)?;
     eprintln!("wrote {}", args.out.join(crate::report::MD_FILE).display());
     Ok(())
+}
+
+/// The span ingest again, over OTLP/gRPC into a fresh server: the same
+/// corpus, clients and batch size as the OTLP/HTTP run.
+fn grpc_ingest(corpus: &Corpus, batch_traces: u64, args: &E2eArgs) -> Result<Value, String> {
+    let pb = bar(corpus.span_count(), "encoding gRPC requests");
+    let payloads = Arc::new(encode_all(corpus, Protocol::Grpc, batch_traces, &pb));
+    pb.finish_and_clear();
+    let mut flags = vec!["--durability".to_string(), args.durability.clone()];
+    flags.extend(args.server_args.iter().cloned());
+    let server = SkeinProcess::start(&args.skein_bin, &flags)?;
+    let target = Target {
+        otlp_http: server.otlp_http.clone(),
+        grpc: server.grpc.clone(),
+        api: server.api.clone(),
+    };
+    let pb = bar(corpus.span_count(), "ingesting spans over gRPC");
+    let r = load::run(
+        &target,
+        Protocol::Grpc,
+        "",
+        payloads,
+        args.clients,
+        None,
+        Some(pb.clone()),
+    )?;
+    pb.finish_and_clear();
+    if r.errors > 0 {
+        return Err(format!("{} gRPC ingest requests failed: {:?}", r.errors, r.first_error));
+    }
+    // Every acknowledged span must be there.
+    wait_stored(&server, corpus.span_count(), 0)?;
+    server.stop()?;
+    eprintln!(
+        "ingested {} spans over gRPC in {:.1} s ({:.0} spans/s)",
+        r.records,
+        r.elapsed.as_secs_f64(),
+        r.records_per_sec()
+    );
+    Ok(ingest_json(&r))
 }
 
 fn corpus_json(c: &Corpus, logs: u64) -> Value {

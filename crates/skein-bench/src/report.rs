@@ -84,7 +84,7 @@ fn render_e2e(v: &Value) -> String {
     let mut s = String::from("## End to end (`skein-bench e2e`)\n\n");
     s.push_str(&machine(&v["machine"]));
     s.push_str(&format!(
-        "- Corpus: {} spans ({} traces × {} spans, {} services, {} `benchmark.group` values, 3 attributes, an event every 50th span, start times over the last hour), {} log records\n- Ingest: OTLP/HTTP protobuf, {} keep-alive clients, {} spans per request, bodies encoded before timing, durability `{}`\n\n",
+        "- Corpus: {} spans ({} traces × {} spans, {} services, {} `benchmark.group` values, 3 attributes, an event every 50th span, start times over the last hour), {} log records\n- Ingest: OTLP/HTTP protobuf, {} keep-alive clients, {} spans per request, bodies encoded before timing, durability `{}`; then the same over OTLP/gRPC into a fresh server\n\n",
         thousands(&v["corpus"]["spans"]),
         thousands(&v["corpus"]["traces"]),
         v["corpus"]["spans_per_trace"],
@@ -105,6 +105,18 @@ fn render_e2e(v: &Value) -> String {
                 "{} / {}",
                 f(&r["ingest"]["latency"]["p50_ms"], 2),
                 f(&r["ingest"]["latency"]["p99_ms"], 2)
+            ),
+        ),
+        (
+            "span ingest over OTLP/gRPC, fresh server (spans/s)",
+            thousands(&r["grpc_ingest"]["spans_per_sec"]),
+        ),
+        (
+            "span ingest over OTLP/gRPC, request p50 / p99 (ms)",
+            format!(
+                "{} / {}",
+                f(&r["grpc_ingest"]["latency"]["p50_ms"], 2),
+                f(&r["grpc_ingest"]["latency"]["p99_ms"], 2)
             ),
         ),
         ("log ingest (records/s)", thousands(&r["log_ingest"]["records_per_sec"])),
