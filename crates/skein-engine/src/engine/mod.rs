@@ -461,16 +461,28 @@ impl Inner {
     /// Freezes the active tier if it is non-empty and (unless `force`) over
     /// its size or age threshold.
     fn freeze(&self, force: bool) -> Result<bool> {
-        let _gate = self.gate.write();
-        let active = self.state.read().active.clone();
-        if active.is_empty() {
+        let due = |active: &Tier| {
+            !active.is_empty()
+                && (force
+                    || active.bytes() >= self.opts.hot_max_bytes
+                    || active.created.elapsed() >= self.opts.hot_max_age)
+        };
+        // Ingest waits while the gate is held: prepare the next tier (its
+        // tables reserved like this one's, megabytes to fault in) and the
+        // next WAL file before taking it.
+        let current = self.state.read().active.clone();
+        if !due(&current) {
             return Ok(false);
         }
-        if !force && active.bytes() < self.opts.hot_max_bytes && active.created.elapsed() < self.opts.hot_max_age {
+        let next = Arc::new(Tier::sized_like(&current));
+        self.wal.prepare_spare()?;
+        let _gate = self.gate.write();
+        let active = self.state.read().active.clone();
+        if !due(&active) {
+            // Another freeze came first.
             return Ok(false);
         }
         let boundary = self.wal.rotate()?;
-        let next = Arc::new(Tier::sized_like(&active));
         let mut st = self.state.write();
         st.frozen.push(Arc::new(Frozen { tier: active, boundary }));
         st.active = next;

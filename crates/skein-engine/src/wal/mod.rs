@@ -122,6 +122,9 @@ struct State {
     /// Logical position known durable.
     synced: u64,
     syncing: bool,
+    /// The next segment's file, created ahead (`SPARE_NAME`, header synced)
+    /// so a rotation under the engine's gate only renames it.
+    spare: Option<File>,
     next_seq: u64,
     poisoned: Option<String>,
 }
@@ -142,6 +145,9 @@ pub struct Wal {
     state: Mutex<State>,
     synced_cv: Condvar,
     stats: Mutex<WalStats>,
+    /// One spare is created at a time: two creators of the same path could
+    /// otherwise leave a handle to a promoted, live segment as the spare.
+    spare_lock: Mutex<()>,
 }
 
 fn segment_name(first_seq: u64) -> String {
@@ -298,11 +304,13 @@ impl Wal {
                 appended: 0,
                 synced: 0,
                 syncing: false,
+                spare: None,
                 next_seq: report.next_seq,
                 poisoned: None,
             }),
             synced_cv: Condvar::new(),
             stats: Mutex::new(WalStats::default()),
+            spare_lock: Mutex::new(()),
         };
         Ok((wal, report))
     }
@@ -480,11 +488,28 @@ impl Wal {
             // Nothing was appended since the last rotation.
             return Ok(first_seq);
         }
-        let (file, seg) = create_segment(&self.dir, first_seq)?;
+        let (file, seg) = match st.spare.take() {
+            Some(spare) => promote_spare(&self.dir, spare, first_seq)?,
+            None => create_segment(&self.dir, first_seq)?,
+        };
         st.file = Arc::new(file);
         st.file_len = SEGMENT_MAGIC.len() as u64;
         st.segments.push(seg);
         Ok(first_seq)
+    }
+
+    /// Creates the file the next [`rotate`](Wal::rotate) will use, outside
+    /// any lock the ingest path waits on: a rotation then costs a rename and
+    /// a directory fsync instead of creating and syncing a file too. Does
+    /// nothing if a spare is ready.
+    pub fn prepare_spare(&self) -> Result<()> {
+        let _one_creator = self.spare_lock.lock();
+        if self.state.lock().spare.is_some() {
+            return Ok(());
+        }
+        let file = new_segment_file(&self.dir.join(SPARE_NAME))?;
+        self.state.lock().spare = Some(file);
+        Ok(())
     }
 
     /// Deletes closed segments whose records all precede `seq` (they are in
@@ -548,20 +573,41 @@ impl Wal {
     }
 }
 
+/// The spare segment's name. It ends in the temporary suffix, so a crash
+/// before it is renamed into place leaves a file that opening removes.
+const SPARE_NAME: &str = "next.wal.tmp";
+
 fn create_segment(dir: &Path, first_seq: u64) -> Result<(File, Segment)> {
     let path = dir.join(segment_name(first_seq));
+    let file = new_segment_file(&path)?;
+    fsutil::fsync_dir(dir)?;
+    Ok((file, Segment { first_seq, path }))
+}
+
+/// A segment file holding just its header, synced (its directory is not).
+fn new_segment_file(path: &Path) -> Result<File> {
     let mut file = OpenOptions::new()
         .create(true)
         .truncate(true)
         .write(true)
         .read(true)
-        .open(&path)
+        .open(path)
         .ctx(|| format!("create WAL segment {}", path.display()))?;
     file.write_all(SEGMENT_MAGIC)
         .ctx(|| format!("write {}", path.display()))?;
     file.sync_all().ctx(|| format!("fsync {}", path.display()))?;
+    Ok(file)
+}
+
+/// Renames the spare into place as the segment starting at `first_seq`.
+/// The directory is synced before anything is appended: a record
+/// acknowledged from a file whose name a crash could undo would be lost.
+fn promote_spare(dir: &Path, spare: File, first_seq: u64) -> Result<(File, Segment)> {
+    let path = dir.join(segment_name(first_seq));
+    let from = dir.join(SPARE_NAME);
+    fs::rename(&from, &path).ctx(|| format!("rename {} to {}", from.display(), path.display()))?;
     fsutil::fsync_dir(dir)?;
-    Ok((file, Segment { first_seq, path }))
+    Ok((spare, Segment { first_seq, path }))
 }
 
 fn decode_record(payload: &[u8]) -> std::result::Result<WalRecord, String> {
@@ -628,6 +674,35 @@ mod tests {
         drop(wal);
         let (_, recs) = open(dir.path(), false).unwrap();
         assert!(recs.is_empty());
+    }
+
+    #[test]
+    fn a_rotation_renames_the_spare_and_a_stray_spare_is_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (wal, _) = open(dir.path(), false).unwrap();
+            wal.append(Signal::Spans, 2, b"before").unwrap();
+            wal.prepare_spare().unwrap();
+            wal.prepare_spare().unwrap(); // one is enough
+            assert!(dir.path().join(SPARE_NAME).exists());
+            assert_eq!(wal.rotate().unwrap(), 3);
+            assert!(!dir.path().join(SPARE_NAME).exists(), "the spare became the segment");
+            assert!(dir.path().join(segment_name(3)).exists());
+            wal.append(Signal::Spans, 1, b"after").unwrap();
+            // A rotation without a spare creates the segment itself.
+            assert_eq!(wal.rotate().unwrap(), 4);
+            wal.append(Signal::Logs, 1, b"last").unwrap();
+            // A spare left behind, as by a crash before its rotation.
+            wal.prepare_spare().unwrap();
+        }
+        assert!(dir.path().join(SPARE_NAME).exists());
+        let (_, recs) = open(dir.path(), false).unwrap();
+        let got: Vec<_> = recs.iter().map(|r| (r.seq_base, r.body.clone())).collect();
+        assert_eq!(
+            got,
+            vec![(1, b"before".to_vec()), (3, b"after".to_vec()), (4, b"last".to_vec())]
+        );
+        assert!(!dir.path().join(SPARE_NAME).exists(), "opening removes a stray spare");
     }
 
     #[test]
