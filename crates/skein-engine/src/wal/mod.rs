@@ -19,7 +19,9 @@
 //! The log is a series of segment files named by their first sequence
 //! number. The engine rotates to a new segment whenever it freezes the hot
 //! tier, so a segment only holds records of frozen (or older) tiers and is
-//! deleted once they are durable in parts.
+//! deleted once they are durable in parts. The next segment's file is
+//! created ahead as a spare (`next.wal.tmp`), so a rotation, which ingest
+//! waits for, is a rename and a directory fsync.
 //!
 //! # Failure
 //! After a failed write or fsync the log refuses further appends: the kernel
