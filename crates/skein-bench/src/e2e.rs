@@ -172,18 +172,10 @@ pub fn run(args: &E2eArgs) -> Result<(), String> {
     };
     let server = match &args.target {
         Some(_) => None,
-        None => {
-            let mut flags = vec!["--durability".to_string(), args.durability.clone()];
-            flags.extend(args.server_args.iter().cloned());
-            Some(SkeinProcess::start(&args.skein_bin, &flags)?)
-        }
+        None => Some(start_server(args)?),
     };
     let target = match (&server, &args.target) {
-        (Some(s), _) => Target {
-            otlp_http: s.otlp_http.clone(),
-            grpc: s.grpc.clone(),
-            api: s.api.clone(),
-        },
+        (Some(s), _) => s.target(),
         (None, Some(t)) => Target {
             otlp_http: t.trim_end_matches('/').to_string(),
             grpc: String::new(),
@@ -192,24 +184,22 @@ pub fn run(args: &E2eArgs) -> Result<(), String> {
         (None, None) => unreachable!(),
     };
 
-    let pb = bar(corpus.span_count(), "ingesting spans");
-    let ingest = load::run(
+    let ingest = send_all(
         &target,
         Protocol::OtlpHttpProtobuf,
         "/v1/traces",
         payloads,
         args.clients,
-        None,
-        Some(pb.clone()),
+        "spans",
     )?;
-    pb.finish_and_clear();
-    if ingest.errors > 0 {
-        return Err(format!(
-            "{} ingest requests failed: {:?}",
-            ingest.errors, ingest.first_error
-        ));
-    }
-    let log_ingest = ingest_logs(&target, log_payloads, args.clients)?;
+    let log_ingest = send_all(
+        &target,
+        Protocol::OtlpHttpProtobuf,
+        "/v1/logs",
+        log_payloads,
+        args.clients,
+        "logs",
+    )?;
     eprintln!(
         "ingested {} spans in {:.1} s ({:.0} spans/s), {} logs ({:.0}/s)",
         ingest.records,
@@ -309,28 +299,15 @@ fn grpc_ingest(corpus: &Corpus, batch_traces: u64, args: &E2eArgs) -> Result<Val
     let pb = bar(corpus.span_count(), "encoding gRPC requests");
     let payloads = Arc::new(encode_all(corpus, Protocol::Grpc, batch_traces, &pb));
     pb.finish_and_clear();
-    let mut flags = vec!["--durability".to_string(), args.durability.clone()];
-    flags.extend(args.server_args.iter().cloned());
-    let server = SkeinProcess::start(&args.skein_bin, &flags)?;
-    let target = Target {
-        otlp_http: server.otlp_http.clone(),
-        grpc: server.grpc.clone(),
-        api: server.api.clone(),
-    };
-    let pb = bar(corpus.span_count(), "ingesting spans over gRPC");
-    let r = load::run(
-        &target,
+    let server = start_server(args)?;
+    let r = send_all(
+        &server.target(),
         Protocol::Grpc,
         "",
         payloads,
         args.clients,
-        None,
-        Some(pb.clone()),
+        "spans over gRPC",
     )?;
-    pb.finish_and_clear();
-    if r.errors > 0 {
-        return Err(format!("{} gRPC ingest requests failed: {:?}", r.errors, r.first_error));
-    }
     // Every acknowledged span must be there.
     wait_stored(&server, corpus.span_count(), 0)?;
     server.stop()?;
@@ -362,20 +339,31 @@ pub fn ingest_json(r: &load::LoadResult) -> Value {
     })
 }
 
-fn ingest_logs(target: &Target, payloads: Arc<Vec<Payload>>, clients: usize) -> Result<load::LoadResult, String> {
-    let pb = bar(payloads.iter().map(|p| p.records).sum(), "ingesting logs");
-    let r = load::run(
-        target,
-        Protocol::OtlpHttpProtobuf,
-        "/v1/logs",
-        payloads,
-        clients,
-        None,
-        Some(pb.clone()),
-    )?;
+/// A `skein serve` with the run's durability and extra flags.
+fn start_server(args: &E2eArgs) -> Result<SkeinProcess, String> {
+    let mut flags = vec!["--durability".to_string(), args.durability.clone()];
+    flags.extend(args.server_args.iter().cloned());
+    SkeinProcess::start(&args.skein_bin, &flags)
+}
+
+/// Sends every payload from `clients` keep-alive clients, with a progress
+/// bar; any failed request fails the run.
+fn send_all(
+    target: &Target,
+    protocol: Protocol,
+    path: &'static str,
+    payloads: Arc<Vec<Payload>>,
+    clients: usize,
+    what: &str,
+) -> Result<load::LoadResult, String> {
+    let pb = bar(payloads.iter().map(|p| p.records).sum(), &format!("ingesting {what}"));
+    let r = load::run(target, protocol, path, payloads, clients, None, Some(pb.clone()))?;
     pb.finish_and_clear();
     if r.errors > 0 {
-        return Err(format!("{} log ingest requests failed: {:?}", r.errors, r.first_error));
+        return Err(format!(
+            "{} {what} ingest requests failed: {:?}",
+            r.errors, r.first_error
+        ));
     }
     Ok(r)
 }

@@ -131,11 +131,7 @@ pub fn run(args: &LadderArgs) -> Result<(), String> {
         None => Some(SkeinProcess::start(&args.skein_bin, &[])?),
     };
     let target = match (&server, &args.target) {
-        (Some(s), _) => Target {
-            otlp_http: s.otlp_http.clone(),
-            grpc: s.grpc.clone(),
-            api: s.api.clone(),
-        },
+        (Some(s), _) => s.target(),
         (None, Some(t)) => Target {
             otlp_http: t.trim_end_matches('/').to_string(),
             grpc: String::new(),

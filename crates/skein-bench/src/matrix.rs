@@ -96,11 +96,7 @@ pub fn run(args: &MatrixArgs) -> Result<(), String> {
             )?),
         };
         let target = match (&server, &args.target) {
-            (Some(s), _) => Target {
-                otlp_http: s.otlp_http.clone(),
-                grpc: s.grpc.clone(),
-                api: s.api.clone(),
-            },
+            (Some(s), _) => s.target(),
             (None, Some(t)) => {
                 if matches!(p, Protocol::Grpc | Protocol::JsonApi) {
                     continue;

@@ -87,6 +87,15 @@ impl SkeinProcess {
         self.child.id()
     }
 
+    /// Where the load generator sends to.
+    pub fn target(&self) -> crate::load::Target {
+        crate::load::Target {
+            otlp_http: self.otlp_http.clone(),
+            grpc: self.grpc.clone(),
+            api: self.api.clone(),
+        }
+    }
+
     pub fn stats(&self) -> Result<Value, String> {
         get_json(&format!("{}/api/v1/stats", self.api))
     }
