@@ -141,6 +141,9 @@ pub(crate) struct Inner {
     state: RwLock<State>,
     next_part_id: AtomicU64,
     flush_lock: Mutex<()>,
+    /// One freeze at a time, so concurrent writers that all find the tier
+    /// full do not each build a next tier.
+    freeze_lock: Mutex<()>,
     compact_lock: Mutex<()>,
     stop: Arc<AtomicBool>,
     wake: Mutex<bool>,
@@ -467,6 +470,14 @@ impl Inner {
                     || active.bytes() >= self.opts.hot_max_bytes
                     || active.created.elapsed() >= self.opts.hot_max_age)
         };
+        // A writer finding a freeze under way leaves the tier to it.
+        let _one_at_a_time = match force {
+            true => self.freeze_lock.lock(),
+            false => match self.freeze_lock.try_lock() {
+                Some(g) => g,
+                None => return Ok(false),
+            },
+        };
         // Ingest waits while the gate is held: prepare the next tier (its
         // tables reserved like this one's, megabytes to fault in) and the
         // next WAL file before taking it.
@@ -477,14 +488,13 @@ impl Inner {
         let next = Arc::new(Tier::sized_like(&current));
         self.wal.prepare_spare()?;
         let _gate = self.gate.write();
-        let active = self.state.read().active.clone();
-        if !due(&active) {
-            // Another freeze came first.
-            return Ok(false);
-        }
         let boundary = self.wal.rotate()?;
         let mut st = self.state.write();
-        st.frozen.push(Arc::new(Frozen { tier: active, boundary }));
+        // Still the active tier: only a freeze replaces it, one at a time.
+        st.frozen.push(Arc::new(Frozen {
+            tier: current,
+            boundary,
+        }));
         st.active = next;
         Ok(true)
     }

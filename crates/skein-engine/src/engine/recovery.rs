@@ -93,6 +93,7 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
         }),
         next_part_id: AtomicU64::new(max_id + 1),
         flush_lock: Mutex::new(()),
+        freeze_lock: Mutex::new(()),
         compact_lock: Mutex::new(()),
         stop: Arc::new(AtomicBool::new(false)),
         wake: Mutex::new(false),
