@@ -14,9 +14,15 @@ use skein_engine::storage::{LocalStore, PartStore};
 use skein_model::Span;
 use skein_model::corpus::Corpus;
 
+// The server's allocator and tuning: with the system allocator, the stages
+// spend their time differently than they do in `skein serve`.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const STAGES: [&str; 5] = ["encode", "insert", "order+index", "to_batch", "part write"];
 
 fn main() {
+    skein_engine::allocator::tune_mimalloc();
     let rounds: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(5);
     let c = Corpus::new(100_000, 1_767_225_600_000_000_000);
     let batches: Vec<Vec<Span>> = (0..100).map(|b| c.spans(b * 100..(b + 1) * 100)).collect();
