@@ -28,37 +28,58 @@ pub struct Server {
 
 impl Server {
     /// Starts a server on `data_dir` with extra flags and waits until ready.
+    ///
+    /// Ports are probed free, then released for the server to bind: another
+    /// test's connection can take one in between (the kernel hands out the
+    /// same ephemeral range). A start that fails on a taken port is retried
+    /// on fresh ports.
     pub fn start(data_dir: &Path, extra: &[&str]) -> Server {
-        let (g, h, a) = (free_port(), free_port(), free_port());
-        let args: Vec<String> = [
-            "serve",
-            "--data-dir",
-            data_dir.to_str().unwrap(),
-            "--otlp-grpc-addr",
-            &format!("127.0.0.1:{g}"),
-            "--otlp-http-addr",
-            &format!("127.0.0.1:{h}"),
-            "--api-addr",
-            &format!("127.0.0.1:{a}"),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .chain(extra.iter().map(|s| s.to_string()))
-        .collect();
-        let mut s = Server {
-            child: None,
-            api: format!("http://127.0.0.1:{a}"),
-            otlp_http: format!("http://127.0.0.1:{h}"),
-            grpc: format!("http://127.0.0.1:{g}"),
-            data_dir: data_dir.to_path_buf(),
-            log: data_dir.with_extension("log"),
-            args,
-        };
-        s.spawn();
-        s
+        const ATTEMPTS: usize = 5;
+        for attempt in 1..=ATTEMPTS {
+            let (g, h, a) = (free_port(), free_port(), free_port());
+            let args: Vec<String> = [
+                "serve",
+                "--data-dir",
+                data_dir.to_str().unwrap(),
+                "--otlp-grpc-addr",
+                &format!("127.0.0.1:{g}"),
+                "--otlp-http-addr",
+                &format!("127.0.0.1:{h}"),
+                "--api-addr",
+                &format!("127.0.0.1:{a}"),
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(extra.iter().map(|s| s.to_string()))
+            .collect();
+            let mut s = Server {
+                child: None,
+                api: format!("http://127.0.0.1:{a}"),
+                otlp_http: format!("http://127.0.0.1:{h}"),
+                grpc: format!("http://127.0.0.1:{g}"),
+                data_dir: data_dir.to_path_buf(),
+                log: data_dir.with_extension("log"),
+                args,
+            };
+            match s.try_spawn() {
+                Ok(()) => return s,
+                Err(log) if attempt < ATTEMPTS && log.contains("Address already in use") => continue,
+                Err(log) => panic!("{log}"),
+            }
+        }
+        unreachable!("the last attempt returns or panics")
     }
 
     fn spawn(&mut self) {
+        if let Err(log) = self.try_spawn() {
+            panic!("{log}");
+        }
+    }
+
+    /// Starts the binary and waits until it is ready; on failure, what it
+    /// logged during this start.
+    fn try_spawn(&mut self) -> Result<(), String> {
+        let logged_before = self.log_text().len();
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -72,24 +93,28 @@ impl Server {
             .spawn()
             .unwrap();
         self.child = Some(child);
-        self.wait_ready();
+        self.wait_ready().map_err(|e| {
+            let text = self.log_text();
+            format!("{e}:\n{}", text.get(logged_before..).unwrap_or(&text))
+        })
     }
 
-    pub fn wait_ready(&mut self) {
+    fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(60);
         let client = reqwest::blocking::Client::new();
         while Instant::now() < deadline {
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("skein exited during start ({status}):\n{}", self.log_text());
+                self.child = None;
+                return Err(format!("skein exited during start ({status})"));
             }
             if let Ok(r) = client.get(format!("{}/readyz", self.api)).send()
                 && r.status().is_success()
             {
-                return;
+                return Ok(());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("skein did not become ready:\n{}", self.log_text());
+        Err("skein did not become ready".into())
     }
 
     pub fn log_text(&self) -> String {
