@@ -54,12 +54,6 @@ pub fn tune_mimalloc() {
     }
 }
 
-/// Whether mimalloc may ask for transparent huge pages.
-pub fn huge_pages_allowed() -> bool {
-    // SAFETY: reads one integer option.
-    unsafe { libmimalloc_sys::mi_option_get(ALLOW_THP) != 0 }
-}
-
 /// The purge delay in force, in milliseconds.
 pub fn purge_delay_ms() -> std::os::raw::c_long {
     // SAFETY: reads one integer option.
@@ -69,6 +63,12 @@ pub fn purge_delay_ms() -> std::os::raw::c_long {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether mimalloc may ask for transparent huge pages.
+    fn huge_pages_allowed() -> bool {
+        // SAFETY: reads one integer option.
+        unsafe { libmimalloc_sys::mi_option_get(ALLOW_THP) != 0 }
+    }
 
     /// One test, so no other test tunes the process between the default
     /// checks and the tuning.

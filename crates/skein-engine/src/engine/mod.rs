@@ -471,12 +471,13 @@ impl Inner {
                     || active.created.elapsed() >= self.opts.hot_max_age)
         };
         // A writer finding a freeze under way leaves the tier to it.
-        let _one_at_a_time = match force {
-            true => self.freeze_lock.lock(),
-            false => match self.freeze_lock.try_lock() {
-                Some(g) => g,
-                None => return Ok(false),
-            },
+        let _one_at_a_time = if force {
+            self.freeze_lock.lock()
+        } else {
+            let Some(g) = self.freeze_lock.try_lock() else {
+                return Ok(false);
+            };
+            g
         };
         // Ingest waits while the gate is held: prepare the next tier (its
         // tables reserved like this one's, megabytes to fault in) and the
