@@ -81,7 +81,8 @@ impl Columnar for LogRecord {
             timestamp.append_value(ts(r.effective_time()));
             time.append_option((r.time_unix_nano != 0).then(|| ts(r.time_unix_nano)));
             observed.append_option((r.observed_time_unix_nano != 0).then(|| ts(r.observed_time_unix_nano)));
-            service.append_value(r.service_name());
+            let res = shared.resource(&r.resource);
+            service.append_value(shared.service(res));
             sev.append_value(r.severity_number as i8);
             sev_text.append_option((!r.severity_text.is_empty()).then_some(&r.severity_text));
             match &r.body {
@@ -110,8 +111,9 @@ impl Columnar for LogRecord {
                 None => span_id.append_null(),
             }
             event_name.append_option((!r.event_name.is_empty()).then_some(&r.event_name));
-            resource.append_value(&*shared.resource(&r.resource));
-            scope.append_value(&*shared.scope(&r.scope));
+            resource.append_value(shared.resource_json(res));
+            let slot = shared.scope(&r.scope);
+            scope.append_value(shared.scope_json(slot));
         }
         let cols: Vec<ArrayRef> = vec![
             Arc::new(timestamp.finish()),

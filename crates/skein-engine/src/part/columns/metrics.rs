@@ -255,7 +255,8 @@ impl Columnar for MetricPoint {
             let m = &p.metric;
             time.append_value(ts(p.time_unix_nano));
             start.append_option((p.start_time_unix_nano != 0).then(|| ts(p.start_time_unix_nano)));
-            service.append_value(p.service_name());
+            let res = shared.resource(&p.resource);
+            service.append_value(shared.service(res));
             name.append_value(&m.name);
             mtype.append_value(m.kind.as_str());
             let (t, mono) = temporality_of(&m.kind);
@@ -283,8 +284,9 @@ impl Columnar for MetricPoint {
             dist.append_option(distribution_json(&p.value));
             flags.append_value(p.flags);
             exemplars.append_option(exemplars_json(&p.exemplars));
-            resource.append_value(&*shared.resource(&p.resource));
-            scope.append_value(&*shared.scope(&p.scope));
+            resource.append_value(shared.resource_json(res));
+            let slot = shared.scope(&p.scope);
+            scope.append_value(shared.scope_json(slot));
         }
         let cols: Vec<ArrayRef> = vec![
             Arc::new(time.finish()),

@@ -16,6 +16,7 @@ mod spans;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use arrow_array::builder::{ArrayBuilder, Int64Builder, StringBuilder};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int8Type, Int64Type, TimestampNanosecondType, UInt32Type, UInt64Type};
 use arrow_array::{Array, ArrayRef, RecordBatch};
@@ -76,26 +77,96 @@ pub(crate) fn attrs_json_len_hint(attrs: &[KeyValue]) -> usize {
     attrs.iter().map(|kv| 40 + kv.key.len() + kv.value.approx_size()).sum()
 }
 
-/// Interns resource and scope JSON while building a batch: rows share
-/// them, so each distinct one is serialized once.
+/// The distinct resources and scopes of a batch's rows, each serialized to
+/// JSON once (and its service name looked up once): rows refer to them by
+/// slot.
 #[derive(Default)]
-pub(crate) struct SharedJson {
-    resources: crate::hash::FastMap<*const Resource, Arc<str>>,
-    scopes: crate::hash::FastMap<*const Scope, Arc<str>>,
+pub(crate) struct SharedJson<'a> {
+    resource_slots: crate::hash::FastMap<*const Resource, u32>,
+    /// Each resource with its JSON.
+    resources: Vec<(&'a Resource, String)>,
+    scope_slots: crate::hash::FastMap<*const Scope, u32>,
+    scopes: Vec<String>,
 }
 
-impl SharedJson {
-    pub fn resource(&mut self, r: &Arc<Resource>) -> Arc<str> {
-        self.resources
-            .entry(Arc::as_ptr(r))
-            .or_insert_with(|| to_json_string(&OtlpResource(r)).into())
-            .clone()
+impl<'a> SharedJson<'a> {
+    /// The slot of `r`, serializing it if it is new.
+    pub fn resource(&mut self, r: &'a Arc<Resource>) -> u32 {
+        let next = self.resources.len() as u32;
+        let slot = *self.resource_slots.entry(Arc::as_ptr(r)).or_insert(next);
+        if slot == next {
+            self.resources.push((r, to_json_string(&OtlpResource(r))));
+        }
+        slot
     }
-    pub fn scope(&mut self, s: &Arc<Scope>) -> Arc<str> {
-        self.scopes
-            .entry(Arc::as_ptr(s))
-            .or_insert_with(|| to_json_string(&OtlpScope(s)).into())
-            .clone()
+
+    pub fn scope(&mut self, s: &'a Arc<Scope>) -> u32 {
+        let next = self.scopes.len() as u32;
+        let slot = *self.scope_slots.entry(Arc::as_ptr(s)).or_insert(next);
+        if slot == next {
+            self.scopes.push(to_json_string(&OtlpScope(s)));
+        }
+        slot
+    }
+
+    pub fn resource_json(&self, slot: u32) -> &str {
+        &self.resources[slot as usize].1
+    }
+
+    pub fn service(&self, slot: u32) -> &'a str {
+        self.resources[slot as usize].0.service_name()
+    }
+
+    pub fn scope_json(&self, slot: u32) -> &str {
+        &self.scopes[slot as usize]
+    }
+}
+
+/// Builders that append a run of nulls at once.
+pub(crate) trait NullRuns: ArrayBuilder {
+    fn append_null_run(&mut self, n: usize);
+}
+
+impl NullRuns for StringBuilder {
+    fn append_null_run(&mut self, n: usize) {
+        self.append_nulls(n);
+    }
+}
+
+impl NullRuns for Int64Builder {
+    fn append_null_run(&mut self, n: usize) {
+        self.append_nulls(n);
+    }
+}
+
+/// A nullable column filled in one pass over the rows where most rows have
+/// no value (events, links, status messages, GenAI fields): the nulls
+/// between values are appended as runs, not by a call per row, which was
+/// a tenth of a batch conversion.
+pub(crate) struct Sparse<B> {
+    builder: B,
+    /// The first row not yet appended.
+    next: usize,
+}
+
+impl<B: NullRuns> Sparse<B> {
+    pub fn new(builder: B) -> Self {
+        Sparse { builder, next: 0 }
+    }
+
+    /// The builder, positioned at `row` (rows skipped since the last call
+    /// become nulls), to append `row`'s value. Rows must ascend.
+    pub fn at(&mut self, row: usize) -> &mut B {
+        debug_assert!(row >= self.next, "sparse column rows must ascend");
+        self.builder.append_null_run(row.saturating_sub(self.next));
+        self.next = row + 1;
+        &mut self.builder
+    }
+
+    /// The column of `rows` rows, the ones never given a value null.
+    pub fn finish(mut self, rows: usize) -> ArrayRef {
+        self.builder.append_null_run(rows.saturating_sub(self.next));
+        self.builder.finish()
     }
 }
 
@@ -261,6 +332,34 @@ mod tests {
 
     use super::*;
     use crate::testdata;
+
+    proptest::proptest! {
+        /// A sparse column holds exactly the values given, at their rows,
+        /// and NULL everywhere else (before the first, between, after the
+        /// last, or throughout).
+        #[test]
+        fn sparse_columns_hold_values_at_their_rows(
+            values in proptest::collection::btree_map(0usize..200, proptest::prelude::any::<i64>(), 0..40),
+            extra in 0usize..5,
+        ) {
+            let rows = values.keys().next_back().map_or(0, |r| r + 1) + extra;
+            let mut ints = Sparse::new(Int64Builder::new());
+            let mut texts = Sparse::new(StringBuilder::new());
+            for (&row, &v) in &values {
+                ints.at(row).append_value(v);
+                texts.at(row).append_value(v.to_string());
+            }
+            let (ints, texts) = (ints.finish(rows), texts.finish(rows));
+            let (ints, texts) = (ints.as_primitive::<Int64Type>(), texts.as_string::<i32>());
+            proptest::prop_assert_eq!(ints.len(), rows);
+            proptest::prop_assert_eq!(texts.len(), rows);
+            for row in 0..rows {
+                let want = values.get(&row);
+                proptest::prop_assert_eq!(ints.is_valid(row).then(|| ints.value(row)), want.copied());
+                proptest::prop_assert_eq!(texts.is_valid(row).then(|| texts.value(row).to_string()), want.map(|v| v.to_string()));
+            }
+        }
+    }
 
     /// Records decoded from `record_columns` alone equal the records
     /// themselves: no column `from_batch` needs is left out.

@@ -92,37 +92,37 @@ impl Columnar for Span {
         let n = rows.len();
         let mut shared = SharedJson::default();
         let mut json = AttrsJson::default();
+        // Each row's resource and scope slot, looked up once: their JSON
+        // lengths size the columns.
+        let resources: Vec<u32> = rows.iter().map(|s| shared.resource(&s.resource)).collect();
+        let scopes: Vec<u32> = rows.iter().map(|s| shared.scope(&s.scope)).collect();
         // Text columns sized up front: growing them by doubling copied
         // more bytes than the rows hold.
-        let text = |len: &dyn Fn(&Span) -> usize| StringBuilder::with_capacity(n, rows.iter().map(|s| len(s)).sum());
+        let text = |len: &dyn Fn(usize) -> usize| StringBuilder::with_capacity(n, (0..n).map(len).sum());
         let mut trace_id = FixedSizeBinaryBuilder::with_capacity(n, 16);
         let mut span_id = FixedSizeBinaryBuilder::with_capacity(n, 8);
         let mut parent = FixedSizeBinaryBuilder::with_capacity(n, 8);
-        let mut service = text(&|s| s.service_name().len());
-        let mut name = text(&|s| s.name.len());
+        let mut service = text(&|i| shared.service(resources[i]).len());
+        let mut name = text(&|i| rows[i].name.len());
         let mut kind = Int8Builder::with_capacity(n);
         let mut start = TimestampNanosecondBuilder::with_capacity(n).with_timezone("UTC");
         let mut duration = Int64Builder::with_capacity(n);
         let mut status_code = Int8Builder::with_capacity(n);
-        let mut status_message = text(&|s| s.status.message.len());
-        let mut trace_state = text(&|s| s.trace_state.len());
+        let mut status_message = Sparse::new(StringBuilder::new());
+        let mut trace_state = Sparse::new(StringBuilder::new());
         let mut flags = UInt32Builder::with_capacity(n);
-        let mut attributes = text(&|s| attrs_json_len_hint(&s.attributes));
-        let mut events = StringBuilder::with_capacity(n, 0);
-        let mut links = StringBuilder::with_capacity(n, 0);
+        let mut attributes = text(&|i| attrs_json_len_hint(&rows[i].attributes));
+        let mut events = Sparse::new(StringBuilder::new());
+        let mut links = Sparse::new(StringBuilder::new());
         let mut dropped_attrs = UInt32Builder::with_capacity(n);
         let mut dropped_events = UInt32Builder::with_capacity(n);
         let mut dropped_links = UInt32Builder::with_capacity(n);
-        // Each row's resource and scope JSON, looked up once: their
-        // lengths size the columns.
-        let resources: Vec<Arc<str>> = rows.iter().map(|s| shared.resource(&s.resource)).collect();
-        let scopes: Vec<Arc<str>> = rows.iter().map(|s| shared.scope(&s.scope)).collect();
-        let mut resource = StringBuilder::with_capacity(n, resources.iter().map(|j| j.len()).sum());
-        let mut scope = StringBuilder::with_capacity(n, scopes.iter().map(|j| j.len()).sum());
-        let mut llm_model = StringBuilder::with_capacity(n, 0);
-        let mut llm_in = Int64Builder::with_capacity(n);
-        let mut llm_out = Int64Builder::with_capacity(n);
-        let mut session = StringBuilder::with_capacity(n, 0);
+        let mut resource = text(&|i| shared.resource_json(resources[i]).len());
+        let mut scope = text(&|i| shared.scope_json(scopes[i]).len());
+        let mut llm_model = Sparse::new(StringBuilder::new());
+        let mut llm_in = Sparse::new(Int64Builder::new());
+        let mut llm_out = Sparse::new(Int64Builder::new());
+        let mut session = Sparse::new(StringBuilder::new());
         for (i, s) in rows.iter().enumerate() {
             trace_id.append_value(s.trace_id.0)?;
             span_id.append_value(s.span_id.0)?;
@@ -130,33 +130,44 @@ impl Columnar for Span {
                 Some(p) => parent.append_value(p.0)?,
                 None => parent.append_null(),
             }
-            service.append_value(s.service_name());
+            service.append_value(shared.service(resources[i]));
             name.append_value(&s.name);
             kind.append_value(s.kind as i8);
             start.append_value(ts(s.start_time_unix_nano));
             duration.append_value(ts(s.end_time_unix_nano).wrapping_sub(ts(s.start_time_unix_nano)));
             status_code.append_value(s.status.code as i8);
-            status_message.append_option((!s.status.message.is_empty()).then_some(&s.status.message));
-            trace_state.append_option((!s.trace_state.is_empty()).then_some(&s.trace_state));
+            if !s.status.message.is_empty() {
+                status_message.at(i).append_value(&s.status.message);
+            }
+            if !s.trace_state.is_empty() {
+                trace_state.at(i).append_value(&s.trace_state);
+            }
             flags.append_value(s.flags);
             json.append(&mut attributes, &s.attributes);
-            events.append_option((!s.events.is_empty()).then(|| to_json_string(&OtlpEvents(&s.events))));
-            links.append_option((!s.links.is_empty()).then(|| to_json_string(&OtlpLinks(&s.links))));
+            if !s.events.is_empty() {
+                events.at(i).append_value(to_json_string(&OtlpEvents(&s.events)));
+            }
+            if !s.links.is_empty() {
+                links.at(i).append_value(to_json_string(&OtlpLinks(&s.links)));
+            }
             dropped_attrs.append_value(s.dropped_attributes_count);
             dropped_events.append_value(s.dropped_events_count);
             dropped_links.append_value(s.dropped_links_count);
-            resource.append_value(&*resources[i]);
-            scope.append_value(&*scopes[i]);
+            resource.append_value(shared.resource_json(resources[i]));
+            scope.append_value(shared.scope_json(scopes[i]));
             if s.attributes.iter().any(|kv| genai::may_be_genai_key(&kv.key)) {
-                llm_model.append_option(first_attr(s, genai::REQUEST_MODEL).and_then(|v| v.as_str()));
-                llm_in.append_option(first_attr(s, genai::INPUT_TOKENS).and_then(|v| v.as_i64()));
-                llm_out.append_option(first_attr(s, genai::OUTPUT_TOKENS).and_then(|v| v.as_i64()));
-                session.append_option(first_attr(s, genai::SESSION_ID).and_then(|v| v.as_str()));
-            } else {
-                llm_model.append_null();
-                llm_in.append_null();
-                llm_out.append_null();
-                session.append_null();
+                if let Some(v) = first_attr(s, genai::REQUEST_MODEL).and_then(|v| v.as_str()) {
+                    llm_model.at(i).append_value(v);
+                }
+                if let Some(v) = first_attr(s, genai::INPUT_TOKENS).and_then(|v| v.as_i64()) {
+                    llm_in.at(i).append_value(v);
+                }
+                if let Some(v) = first_attr(s, genai::OUTPUT_TOKENS).and_then(|v| v.as_i64()) {
+                    llm_out.at(i).append_value(v);
+                }
+                if let Some(v) = first_attr(s, genai::SESSION_ID).and_then(|v| v.as_str()) {
+                    session.at(i).append_value(v);
+                }
             }
         }
         let cols: Vec<ArrayRef> = vec![
@@ -169,21 +180,21 @@ impl Columnar for Span {
             Arc::new(start.finish()),
             Arc::new(duration.finish()),
             Arc::new(status_code.finish()),
-            Arc::new(status_message.finish()),
-            Arc::new(trace_state.finish()),
+            status_message.finish(n),
+            trace_state.finish(n),
             Arc::new(flags.finish()),
             Arc::new(attributes.finish()),
-            Arc::new(events.finish()),
-            Arc::new(links.finish()),
+            events.finish(n),
+            links.finish(n),
             Arc::new(dropped_attrs.finish()),
             Arc::new(dropped_events.finish()),
             Arc::new(dropped_links.finish()),
             Arc::new(resource.finish()),
             Arc::new(scope.finish()),
-            Arc::new(llm_model.finish()),
-            Arc::new(llm_in.finish()),
-            Arc::new(llm_out.finish()),
-            Arc::new(session.finish()),
+            llm_model.finish(n),
+            llm_in.finish(n),
+            llm_out.finish(n),
+            session.finish(n),
         ];
         Ok(RecordBatch::try_new(SCHEMA.clone(), cols)?)
     }
