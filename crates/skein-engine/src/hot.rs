@@ -12,13 +12,15 @@ use std::sync::Arc;
 use roaring::RoaringBitmap;
 
 use crate::hash::FastMap;
-use crate::part::index::{PartIndex, PartStats, StatsBuilder, TIME_MARK_STRIDE};
+use crate::part::index::{PartIndex, PartStats, StatsBuilder, TIME_MARK_STRIDE, TraceIndex};
 use crate::record::{Record, RecordKey, TermCache};
 use crate::terms::{IndexTerm, Term};
 
 pub struct MemTable<R> {
     rows: Vec<Arc<R>>,
     seqs: Vec<u64>,
+    /// Each row's time, so a flush orders rows without visiting them.
+    times: Vec<u64>,
     dead: RoaringBitmap,
     keys: FastMap<RecordKey, u32>,
     traces: FastMap<u128, Vec<u32>>,
@@ -43,6 +45,7 @@ impl<R> Default for MemTable<R> {
         MemTable {
             rows: Vec::new(),
             seqs: Vec::new(),
+            times: Vec::new(),
             dead: RoaringBitmap::new(),
             keys: FastMap::default(),
             traces: FastMap::default(),
@@ -70,6 +73,7 @@ impl<R: Record> MemTable<R> {
         let mut t = MemTable::default();
         t.rows.reserve(previous.rows.len());
         t.seqs.reserve(previous.rows.len());
+        t.times.reserve(previous.rows.len());
         t.keys.reserve(previous.keys.len());
         t.traces.reserve(previous.traces.len());
         t.postings.reserve(previous.postings.len());
@@ -130,6 +134,7 @@ impl<R: Record> MemTable<R> {
         r.add_stats(&mut self.stats);
         self.rows.push(Arc::new(r));
         self.seqs.push(seq);
+        self.times.push(time);
     }
 
     /// Pre-aggregated statistics of the live rows and the time range they
@@ -194,16 +199,18 @@ impl<R: Record> MemTable<R> {
     }
 
     /// Live rows sorted by (time, key): the order parts are written in.
+    /// Sorted by time from `times`; only rows sharing a time are visited
+    /// for their keys.
     fn live_order(&self) -> Vec<u32> {
-        let mut rows: Vec<(u64, RecordKey, u32)> = (0..self.rows.len() as u32)
+        let mut rows: Vec<(u64, u32)> = (0..self.rows.len() as u32)
             .filter(|r| self.is_live(*r))
-            .map(|r| {
-                let rec = &self.rows[r as usize];
-                (rec.time(), rec.key(), r)
-            })
+            .map(|r| (self.times[r as usize], r))
             .collect();
         rows.sort_unstable();
-        rows.into_iter().map(|(_, _, r)| r).collect()
+        for tied in rows.chunk_by_mut(|a, b| a.0 == b.0).filter(|run| run.len() > 1) {
+            tied.sort_unstable_by_key(|&(_, r)| self.rows[r as usize].key());
+        }
+        rows.into_iter().map(|(_, r)| r).collect()
     }
 
     /// The live records in part order, with the index of a part holding
@@ -218,15 +225,13 @@ impl<R: Record> MemTable<R> {
         for (new, &old) in order.iter().enumerate() {
             new_row[old as usize] = new as u32;
         }
-        let mut trace_pairs = Vec::with_capacity(order.len());
-        for (trace, rows) in &self.traces {
-            trace_pairs.extend(
-                rows.iter()
-                    .map(|&r| new_row[r as usize])
-                    .filter(|&n| n != GONE)
-                    .map(|n| (*trace, n)),
-            );
-        }
+        let traces = TraceIndex::from_traces(self.traces.iter().map(|(trace, rows)| {
+            let new_row = &new_row;
+            (
+                *trace,
+                rows.iter().map(move |&r| new_row[r as usize]).filter(|&n| n != GONE),
+            )
+        }));
         let mut postings: FastMap<Term, RoaringBitmap> =
             FastMap::with_capacity_and_hasher(self.postings.len(), Default::default());
         let mut renumber = Renumber::new(order.len());
@@ -254,7 +259,7 @@ impl<R: Record> MemTable<R> {
         };
         let index = PartIndex::assemble(
             order.len() as u32,
-            trace_pairs,
+            traces,
             postings,
             &self.key_of_value,
             time_marks,
@@ -437,6 +442,24 @@ mod tests {
             let got: Vec<u32> = renumber.bitmap(half.into_iter()).iter().collect();
             proptest::prop_assert_eq!(got, want);
         }
+    }
+
+    #[test]
+    fn rows_are_ordered_by_time_then_key() {
+        // Many rows on few distinct times, inserted in descending key
+        // order, some replaced: ties on time are broken by key.
+        let mut spans = testdata::spans(40, 5);
+        for (i, s) in spans.iter_mut().enumerate() {
+            s.start_time_unix_nano = 1_000 + (i % 3) as u64;
+        }
+        spans.sort_by_key(|s| std::cmp::Reverse(s.key()));
+        let mut m = MemTable::default();
+        m.insert(spans.clone(), 1);
+        m.insert(spans.iter().step_by(4).cloned().collect(), 1_000);
+        let order: Vec<(u64, RecordKey)> = m.sorted_live_indexed().0.iter().map(|s| (s.time(), s.key())).collect();
+        let mut want: Vec<(u64, RecordKey)> = spans.iter().map(|s| (s.time(), s.key())).collect();
+        want.sort_unstable();
+        assert_eq!(order, want);
     }
 
     #[test]

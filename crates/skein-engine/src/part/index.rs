@@ -44,6 +44,28 @@ impl TraceIndex {
         t
     }
 
+    /// Builds from each trace's rows, every trace given once, in any order,
+    /// with its rows in any order (a trace without rows is left out):
+    /// sorting the traces rather than every (trace, row) pair.
+    pub fn from_traces<I: Iterator<Item = u32>>(traces: impl IntoIterator<Item = (u128, I)>) -> TraceIndex {
+        let mut traces: Vec<(u128, I)> = traces.into_iter().collect();
+        traces.sort_unstable_by_key(|(id, _)| *id);
+        let mut t = TraceIndex::default();
+        t.ids.reserve(traces.len());
+        t.offsets.reserve(traces.len() + 1);
+        for (id, rows) in traces {
+            let start = t.rows.len();
+            t.rows.extend(rows);
+            if t.rows.len() > start {
+                t.rows[start..].sort_unstable();
+                t.ids.push(id);
+                t.offsets.push(start as u32);
+            }
+        }
+        t.offsets.push(t.rows.len() as u32);
+        t
+    }
+
     /// Checks the shape `build` gives (ids strictly ascending, each with an
     /// ascending run of rows), which a decoded index must have for lookups
     /// to find every trace and not to slice out of bounds.
@@ -247,7 +269,7 @@ impl IndexBuilder {
         let stats = self.stats.snapshot();
         PartIndex::assemble(
             self.rows,
-            self.trace_pairs,
+            TraceIndex::build(self.trace_pairs),
             self.postings,
             &self.key_of_value,
             self.time_marks,
@@ -263,7 +285,7 @@ impl PartIndex {
     /// to its key's exists-term.
     pub(crate) fn assemble(
         rows: u32,
-        trace_pairs: Vec<(u128, u32)>,
+        traces: TraceIndex,
         mut postings: crate::hash::FastMap<Term, RoaringBitmap>,
         key_of_value: &crate::hash::FastMap<Term, Term>,
         time_marks: Vec<u64>,
@@ -285,7 +307,7 @@ impl PartIndex {
             }
         }
         PartIndex {
-            traces: TraceIndex::build(trace_pairs),
+            traces,
             postings,
             unindexed_keys,
             time_marks,
@@ -461,6 +483,20 @@ mod tests {
         assert_eq!(t.rows_of(3), &[0]);
         assert!(t.rows_of(4).is_empty());
         assert_eq!(t.len(), 3);
+    }
+
+    proptest::proptest! {
+        /// Grouped by trace or as loose pairs, the same rows give the same
+        /// index (traces left without rows are absent from both).
+        #[test]
+        fn traces_grouped_or_paired_build_alike(
+            traces in proptest::collection::hash_map(0u128..50, proptest::collection::hash_set(0u32..500, 0..6), 0..20)
+        ) {
+            let pairs: Vec<(u128, u32)> = traces.iter().flat_map(|(t, rows)| rows.iter().map(move |r| (*t, *r))).collect();
+            let grouped = TraceIndex::from_traces(traces.iter().map(|(t, rows)| (*t, rows.iter().copied())));
+            proptest::prop_assert_eq!(&grouped, &TraceIndex::build(pairs));
+            proptest::prop_assert!(grouped.check().is_ok());
+        }
     }
 
     #[test]
