@@ -224,6 +224,31 @@ struct ServiceBuilder {
     traces: crate::hash::FastSet<u128>,
 }
 
+impl ServiceBuilder {
+    fn add(&mut self, service_name: &str, s: &skein_model::Span) {
+        self.traces.insert(s.trace_id.as_u128());
+        let (op, durations) = match self.ops.get_mut(&s.name) {
+            Some(op) => op,
+            None => {
+                let op = OpStats {
+                    service: service_name.to_string(),
+                    name: s.name.clone(),
+                    ..Default::default()
+                };
+                self.ops.entry(s.name.clone()).or_insert((op, SketchBuilder::default()))
+            }
+        };
+        op.count += 1;
+        if s.is_error() {
+            op.errors += 1;
+        }
+        if s.is_root() {
+            op.roots += 1;
+        }
+        durations.add(s.duration_ns());
+    }
+}
+
 /// Keys with more distinct values than this (and than a tenth of the rows)
 /// lose their value postings.
 const MAX_VALUES_PER_KEY: usize = 10_000;
@@ -318,30 +343,16 @@ impl PartIndex {
 
 impl StatsBuilder {
     pub fn span_stats(&mut self, s: &skein_model::Span) {
+        // One lookup for a service seen before, which is nearly every span.
         let service_name = s.service_name();
-        if !self.services.contains_key(service_name) {
-            self.services
-                .insert(service_name.to_string(), ServiceBuilder::default());
+        match self.services.get_mut(service_name) {
+            Some(service) => service.add(service_name, s),
+            None => self
+                .services
+                .entry(service_name.to_string())
+                .or_default()
+                .add(service_name, s),
         }
-        let service = self.services.get_mut(service_name).expect("inserted above");
-        service.traces.insert(s.trace_id.as_u128());
-        if !service.ops.contains_key(&s.name) {
-            let op = OpStats {
-                service: service_name.to_string(),
-                name: s.name.clone(),
-                ..Default::default()
-            };
-            service.ops.insert(s.name.clone(), (op, SketchBuilder::default()));
-        }
-        let (op, durations) = service.ops.get_mut(&s.name).expect("inserted above");
-        op.count += 1;
-        if s.is_error() {
-            op.errors += 1;
-        }
-        if s.is_root() {
-            op.roots += 1;
-        }
-        durations.add(s.duration_ns());
     }
 
     pub fn log_stats(&mut self, l: &skein_model::LogRecord) {
