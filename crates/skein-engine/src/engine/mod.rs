@@ -391,27 +391,30 @@ impl Drop for Engine {
 }
 
 impl Inner {
-    fn ingest<R: Stored>(&self, records: Vec<R>) -> Result<IngestReport> {
+    fn ingest<R: Stored>(&self, mut accepted: Vec<R>) -> Result<IngestReport> {
         if self.stop.load(Ordering::Relaxed) {
             return Err(Error::Closed);
         }
         let mut report = IngestReport::default();
-        let mut accepted = Vec::with_capacity(records.len());
-        for (i, mut r) in records.into_iter().enumerate() {
-            crate::validate::Normalize::normalize(&mut r);
-            match r.validate(&self.opts.limits) {
-                Ok(()) => accepted.push(r),
-                Err(e) => {
-                    report.rejected += 1;
-                    if report.errors.len() < skein_model::otlp::MAX_ERROR_MESSAGES {
-                        report.errors.push(format!(
-                            "{} {i}: {e}",
-                            &R::SIGNAL.as_str()[..R::SIGNAL.as_str().len() - 1]
-                        ));
-                    }
-                }
+        // Filtered in place: moving every record into a new vector copied
+        // each one once more on the way to the hot tier.
+        let mut i = 0;
+        accepted.retain_mut(|r| {
+            let index = i;
+            i += 1;
+            crate::validate::Normalize::normalize(r);
+            let Err(e) = r.validate(&self.opts.limits) else {
+                return true;
+            };
+            report.rejected += 1;
+            if report.errors.len() < skein_model::otlp::MAX_ERROR_MESSAGES {
+                report.errors.push(format!(
+                    "{} {index}: {e}",
+                    &R::SIGNAL.as_str()[..R::SIGNAL.as_str().len() - 1]
+                ));
             }
-        }
+            false
+        });
         if accepted.is_empty() {
             return Ok(report);
         }
