@@ -62,7 +62,8 @@ impl<R> Default for MemTable<R> {
     }
 }
 
-/// Index bytes per row beyond the record itself (keys, postings, traces).
+/// Index bytes per row beyond the record itself (keys, postings, traces,
+/// sequence numbers and times), roughly.
 const ROW_OVERHEAD: usize = 160;
 
 impl<R: Record> MemTable<R> {
