@@ -136,7 +136,80 @@ impl ObjectSource for MappedFile {
 struct LocalSink {
     tmp: PathBuf,
     dst: PathBuf,
-    file: io::BufWriter<File>,
+    file: io::BufWriter<PacedWriteback>,
+}
+
+/// Bytes a part file is written back in, as it is written.
+const WRITEBACK_CHUNK: u64 = 256 << 10;
+
+/// A file whose pages are handed to the disk a chunk at a time while it is
+/// written, one chunk in flight, rather than all left dirty for the final
+/// fsync.
+///
+/// Why: a WAL fsync that grows its segment commits the filesystem journal,
+/// and on ext4 (`data=ordered`) that commit first writes out the dirty data
+/// of every file with blocks allocated in it, so an acknowledgement could
+/// wait behind megabytes of a part being written at the same moment. Written
+/// back 256 KiB at a time, at most that stands in front of it. Measured here
+/// with a 4 MiB file written every 250 ms beside 60 KB appends, each
+/// `fdatasync`ed, every 10 ms: append p99 11.6–13.0 ms with the file
+/// written at once, 5.7–6.7 ms in 256 KiB steps (three runs each; with two
+/// chunks in flight the gain mostly vanished). The writer waits for its
+/// disk a chunk at a time instead of once at the end; it is a background
+/// thread. Writeback is only scheduling: durability still comes from
+/// `commit`'s fsync, which also reports any write error.
+struct PacedWriteback {
+    file: File,
+    written: u64,
+    /// Bytes written back so far.
+    written_back: u64,
+}
+
+impl PacedWriteback {
+    fn new(file: File) -> Self {
+        PacedWriteback {
+            file,
+            written: 0,
+            written_back: 0,
+        }
+    }
+
+    /// Writes `[offset, offset + len)` back to the disk and waits for it.
+    fn write_back(&self, offset: u64, len: u64) {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            // SAFETY: the descriptor is open for the duration of the call,
+            // which touches no memory of ours. Its error is ignored on
+            // purpose: this only schedules writes, and the fsync in
+            // `commit` reports any failure to write.
+            unsafe {
+                libc::sync_file_range(
+                    self.file.as_raw_fd(),
+                    offset as libc::off64_t,
+                    len as libc::off64_t,
+                    libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+                );
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (offset, len);
+    }
+}
+
+impl Write for PacedWriteback {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.written += n as u64;
+        while self.written - self.written_back >= WRITEBACK_CHUNK {
+            self.write_back(self.written_back, WRITEBACK_CHUNK);
+            self.written_back += WRITEBACK_CHUNK;
+        }
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
 }
 
 impl Write for LocalSink {
@@ -153,7 +226,8 @@ impl ObjectSink for LocalSink {
         let LocalSink { tmp, dst, file } = *self;
         let file = file
             .into_inner()
-            .map_err(|e| Error::io(format!("flush {}", tmp.display()), e.into_error()))?;
+            .map_err(|e| Error::io(format!("flush {}", tmp.display()), e.into_error()))?
+            .file;
         file.sync_all().ctx(|| format!("fsync {}", tmp.display()))?;
         drop(file);
         fs::rename(&tmp, &dst).ctx(|| format!("rename {} to {}", tmp.display(), dst.display()))?;
@@ -183,7 +257,7 @@ impl PartStore for LocalStore {
         Ok(Box::new(LocalSink {
             tmp,
             dst,
-            file: io::BufWriter::with_capacity(1 << 20, file),
+            file: io::BufWriter::with_capacity(WRITEBACK_CHUNK as usize, PacedWriteback::new(file)),
         }))
     }
 
@@ -289,6 +363,36 @@ mod tests {
         drop(store);
         let _store = LocalStore::open(dir.path(), &["spans"]).unwrap();
         assert!(!dir.path().join("spans/b.tmp").exists());
+    }
+
+    #[test]
+    fn a_file_written_back_in_chunks_holds_every_byte_in_order() {
+        // Writes of odd sizes, some larger than a chunk, so the writeback
+        // steps fall inside writes and across the buffer's boundaries.
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path(), &["spans"]).unwrap();
+        let mut sink = store.create("spans/big").unwrap();
+        let mut want = Vec::new();
+        let mut i = 0u32;
+        for size in [1usize, 7, 100_003, 262_144, 300_001, 5, 1 << 20, 65_537]
+            .into_iter()
+            .cycle()
+            .take(24)
+        {
+            let piece: Vec<u8> = (0..size)
+                .map(|_| {
+                    i = i.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                    (i >> 16) as u8
+                })
+                .collect();
+            sink.write_all(&piece).unwrap();
+            want.extend_from_slice(&piece);
+        }
+        assert!(want.len() as u64 > 20 * WRITEBACK_CHUNK);
+        sink.commit().unwrap();
+        let got = store.get("spans/big").unwrap();
+        assert_eq!(got.len(), want.len());
+        assert!(got[..] == want[..], "the file differs from what was written");
     }
 
     #[test]
