@@ -52,10 +52,43 @@ fn with_frame<T>(tag: u8, parts: &[&[u8]], f: impl FnOnce(&mut [u8]) -> T) -> T 
     let mut at = 1;
     for p in parts {
         buf[at..at + 4].copy_from_slice(&(p.len() as u32).to_le_bytes());
-        buf[at + 4..at + 4 + p.len()].copy_from_slice(p);
+        copy_short(&mut buf[at + 4..at + 4 + p.len()], p);
         at += 4 + p.len();
     }
     f(buf)
+}
+
+/// `dst.copy_from_slice(src)` (equal lengths) without a call to `memcpy`
+/// for the short parts terms are made of: keys, small values and one-byte
+/// tags. Fixed-size copies compile to a move or two, where a `memcpy` call
+/// per part was 2.6% of the server's CPU under OTLP ingest (perf).
+#[inline(always)]
+fn copy_short(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    // Two overlapping fixed-size copies cover any length in [W, 2W]. The
+    // copies go through arrays so that their size is a constant the
+    // compiler sees (copying between two subslices still called memcpy).
+    fn two<const W: usize>(dst: &mut [u8], src: &[u8]) {
+        let n = src.len();
+        let (head, tail): ([u8; W], [u8; W]) = match (src[..W].try_into(), src[n - W..].try_into()) {
+            (Ok(h), Ok(t)) => (h, t),
+            _ => unreachable!("W <= n <= 2W"),
+        };
+        dst[..W].copy_from_slice(&head);
+        dst[n - W..].copy_from_slice(&tail);
+    }
+    match n {
+        0 => {}
+        1..=3 => {
+            dst[0] = src[0];
+            dst[n / 2] = src[n / 2];
+            dst[n - 1] = src[n - 1];
+        }
+        4..=8 => two::<4>(dst, src),
+        9..=16 => two::<8>(dst, src),
+        17..=32 => two::<16>(dst, src),
+        _ => dst.copy_from_slice(src),
+    }
 }
 
 fn hash_parts(tag: u8, parts: &[&[u8]]) -> Term {
@@ -195,6 +228,18 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// The framing builds exactly the bytes `framed` describes, for
+        /// parts of every short length and past the stack buffer.
+        #[test]
+        fn frames_hold_their_parts(
+            tag in proptest::prelude::any::<u8>(),
+            parts in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..80), 0..5),
+        ) {
+            let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+            let got = with_frame(tag, &refs, |buf| buf.to_vec());
+            proptest::prop_assert_eq!(got, framed(tag, &refs));
+        }
+
         /// Terms framed together equal the terms framed one by one.
         #[test]
         fn shared_framing_equals_separate_terms(
