@@ -65,17 +65,16 @@ fn with_frame<T>(tag: u8, parts: &[&[u8]], f: impl FnOnce(&mut [u8]) -> T) -> T 
 #[inline(always)]
 fn copy_short(dst: &mut [u8], src: &[u8]) {
     let n = src.len();
-    // Two overlapping fixed-size copies cover any length in [W, 2W]. The
-    // copies go through arrays so that their size is a constant the
-    // compiler sees (copying between two subslices still called memcpy).
+    // Two overlapping fixed-size copies cover any length in [W, 2W]. They
+    // go through arrays so that their size is a constant the compiler sees
+    // (copying between two subslices still called memcpy).
     fn two<const W: usize>(dst: &mut [u8], src: &[u8]) {
-        let n = src.len();
-        let (head, tail): ([u8; W], [u8; W]) = match (src[..W].try_into(), src[n - W..].try_into()) {
-            (Ok(h), Ok(t)) => (h, t),
-            _ => unreachable!("W <= n <= 2W"),
-        };
-        dst[..W].copy_from_slice(&head);
-        dst[n - W..].copy_from_slice(&tail);
+        if let (Some(d), Some(s)) = (dst.first_chunk_mut::<W>(), src.first_chunk::<W>()) {
+            *d = *s;
+        }
+        if let (Some(d), Some(s)) = (dst.last_chunk_mut::<W>(), src.last_chunk::<W>()) {
+            *d = *s;
+        }
     }
     match n {
         0 => {}
