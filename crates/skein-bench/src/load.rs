@@ -42,8 +42,8 @@ pub struct Payload {
 
 /// A span in the simple JSON API's shape.
 fn json_api_span(s: &Span) -> serde_json::Value {
-    let attrs = skein_model::json::attrs_to_plain_json(&s.attributes);
-    let res = skein_model::json::attrs_to_plain_json(&s.resource.attributes);
+    let attrs = skein_model::plain::attrs_to_plain_json(&s.attributes);
+    let res = skein_model::plain::attrs_to_plain_json(&s.resource.attributes);
     serde_json::json!({
         "trace_id": s.trace_id.to_hex(), "span_id": s.span_id.to_hex(),
         "parent_span_id": s.parent_span_id.map(|p| p.to_hex()),
@@ -53,7 +53,7 @@ fn json_api_span(s: &Span) -> serde_json::Value {
         "attributes": attrs, "resource": res,
         "events": s.events.iter().map(|e| serde_json::json!({
             "name": e.name, "time_unix_nano": e.time_unix_nano,
-            "attributes": skein_model::json::attrs_to_plain_json(&e.attributes)})).collect::<Vec<_>>(),
+            "attributes": skein_model::plain::attrs_to_plain_json(&e.attributes)})).collect::<Vec<_>>(),
     })
 }
 

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use skein_engine::part::{PartMeta, PartWriter, WriterOptions};
 use skein_engine::storage::{LocalStore, PartStore};
-use skein_engine::wal::{Durability, Wal};
+use skein_engine::wal::Wal;
 use skein_engine::{AttrFilter, AttrScope, Engine, EngineOptions, Signal, SpanQuery, Window, codec};
+use skein_engine::{Durability, RecoveryMode};
 use skein_model::Span;
 use skein_model::corpus::Corpus;
 
@@ -69,7 +70,7 @@ fn ingest(c: &mut Criterion) {
 
 fn wal_append(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
-    let (wal, _) = Wal::open(dir.path(), Durability::Fsync, 1, false, |_| Ok(())).unwrap();
+    let (wal, _) = Wal::open(dir.path(), Durability::Fsync, 1, RecoveryMode::Strict, |_| Ok(())).unwrap();
     let body = codec::encode_batch(&corpus(1000).spans(0..100)).unwrap();
     let mut g = c.benchmark_group("wal");
     g.throughput(Throughput::Bytes(body.len() as u64));

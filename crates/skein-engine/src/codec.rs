@@ -11,6 +11,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use skein_model::{MetricDesc, Resource, Scope};
 
+use crate::envelope::zstd_decompress;
 use crate::error::{Error, Result};
 use crate::record::Record;
 
@@ -129,35 +130,6 @@ fn serialize<R: Record>(records: &[R], mut buf: Vec<u8>) -> Result<Vec<u8>> {
 /// The largest decompressed batch accepted, a guard against corrupt sizes.
 const MAX_BATCH_BYTES: usize = 1 << 30;
 
-/// Decompresses zstd data of at most `max` bytes, allocating as the output
-/// grows. (`zstd::bulk::decompress` reserves its whole capacity up front:
-/// `max` bytes for every call, however small the data.)
-pub(crate) fn zstd_decompress(bytes: &[u8], max: usize) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut out = Vec::with_capacity(initial_capacity(bytes, max));
-    zstd::stream::read::Decoder::with_buffer(bytes)?
-        .take(max as u64 + 1)
-        .read_to_end(&mut out)?;
-    if out.len() > max {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("decompresses to more than {max} bytes"),
-        ));
-    }
-    Ok(out)
-}
-
-/// The size the frame declares (`zstd::bulk::compress` writes it), but no
-/// more than a plausible compression ratio allows, so that a damaged header
-/// cannot reserve `max`; past this the buffer grows as data arrives.
-fn initial_capacity(bytes: &[u8], max: usize) -> usize {
-    let declared = zstd::zstd_safe::get_frame_content_size(bytes)
-        .ok()
-        .flatten()
-        .unwrap_or(0);
-    declared.min(max as u64).min(bytes.len() as u64 * 64) as usize
-}
-
 pub fn decode_batch<R: Record>(bytes: &[u8]) -> Result<Vec<R>> {
     let raw = zstd_decompress(bytes, MAX_BATCH_BYTES).map_err(|e| Error::corrupt("batch", format!("zstd: {e}")))?;
     let wire: WireIn<R> = postcard::from_bytes(&raw).map_err(|e| Error::corrupt("batch", format!("decode: {e}")))?;
@@ -236,33 +208,6 @@ mod tests {
     fn garbage_is_reported_as_corrupt() {
         let err = decode_batch::<skein_model::Span>(b"not zstd").unwrap_err();
         assert!(err.to_string().starts_with("corrupt batch"), "{err}");
-    }
-
-    /// Regression (found by fuzz/part_index, input `[0x0a]`: an empty body
-    /// with a matching checksum): `zstd::bulk::decompress` reserved its whole
-    /// cap, 1 GiB per WAL batch and 2 GiB per part sidecar, whatever the data.
-    #[test]
-    fn decompression_reserves_only_what_the_data_needs() {
-        let small = zstd::bulk::compress(b"hello", 1).unwrap();
-        let out = zstd_decompress(&small, 1 << 31).unwrap();
-        assert_eq!(out, b"hello");
-        assert!(out.capacity() < 1 << 20, "reserved {} bytes", out.capacity());
-        assert_eq!(initial_capacity(&small, 1 << 31), 5);
-        // A frame declaring 1 TiB of content, holding one raw block "hello",
-        // reserves little and fails.
-        let mut lying = vec![0x28, 0xb5, 0x2f, 0xfd, 0xe0];
-        lying.extend_from_slice(&(1u64 << 40).to_le_bytes());
-        lying.extend_from_slice(&[5 << 3 | 1, 0, 0]);
-        lying.extend_from_slice(b"hello");
-        assert_eq!(zstd::zstd_safe::get_frame_content_size(&lying).unwrap(), Some(1 << 40));
-        assert!(initial_capacity(&lying, 1 << 31) <= 64 * lying.len());
-        assert!(zstd_decompress(&lying, 1 << 31).is_err());
-        // The cap still holds, and data at the cap decodes.
-        let big = zstd::bulk::compress(&[0u8; 10_000], 1).unwrap();
-        assert!(zstd_decompress(&big, 9_999).is_err());
-        assert_eq!(zstd_decompress(&big, 10_000).unwrap(), vec![0u8; 10_000]);
-        assert!(zstd_decompress(b"", 100).unwrap_or_default().is_empty());
-        assert!(zstd_decompress(b"not zstd", 100).is_err());
     }
 
     // ----------------------------------------------- damaged WAL batches

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use skein_model::ModelError;
 
+use crate::health::FaultKind;
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +29,15 @@ pub enum Error {
     Arrow(#[from] arrow_schema::ArrowError),
     #[error("the engine is shutting down")]
     Closed,
+    /// The WAL failed a write or fsync and refuses every write since: the
+    /// kernel may have dropped the data, so a retry could acknowledge what
+    /// is not on disk. Needs an operator and a restart.
+    #[error("the write-ahead log refuses writes since an I/O failure ({reason}); fix the disk and restart skein")]
+    WalFailed { reason: String },
+    /// A background task keeps failing and ingest cannot go on without it
+    /// (flushes failing while the frozen tiers they would free fill memory).
+    #[error("background {kind} is failing ({reason}); ingest resumes once it succeeds")]
+    Background { kind: FaultKind, reason: String },
     #[error("{0}")]
     Other(String),
 }
@@ -48,6 +59,12 @@ impl Error {
 
     pub fn is_invalid_input(&self) -> bool {
         matches!(self, Error::Invalid(_))
+    }
+
+    /// The engine cannot take this request now, through no fault of the
+    /// request: a client should retry later (HTTP 503, gRPC UNAVAILABLE).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Error::WalFailed { .. } | Error::Background { .. } | Error::Closed)
     }
 }
 

@@ -53,6 +53,27 @@ impl Hasher for WordHasher {
 pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
 pub type FastSet<K> = HashSet<K, BuildHasherDefault<WordHasher>>;
 
+/// An `io::Write` that hashes what is written with XXH3-128: serializing a
+/// value into it (postcard) hashes the value without buffering its bytes.
+#[derive(Default)]
+pub struct HashWriter(xxhash_rust::xxh3::Xxh3);
+
+impl HashWriter {
+    pub fn digest128(&self) -> u128 {
+        self.0.digest128()
+    }
+}
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,8 +12,9 @@ use std::sync::Arc;
 use roaring::RoaringBitmap;
 
 use crate::hash::FastMap;
-use crate::part::index::{PartIndex, PartStats, StatsBuilder, TIME_MARK_STRIDE, TraceIndex};
+use crate::part::index::{PartIndex, TIME_MARK_STRIDE, TraceIndex};
 use crate::record::{Record, RecordKey, TermCache};
+use crate::stats::{PartStats, StatsBuilder};
 use crate::terms::{IndexTerm, Term};
 
 pub struct MemTable<R> {

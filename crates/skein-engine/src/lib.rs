@@ -9,28 +9,67 @@
 //! wal/<first-seq>.wal       WAL segments
 //! parts/<signal>/<id>.parquet, <id>.idx   parts and their sidecars
 //! ```
+//!
+//! # The embedder's API
+//! Open an [`Engine`] with [`EngineOptions`], ingest spans, logs and metric
+//! points, and ask it [`SpanQuery`], [`LogQuery`], [`MetricQuery`] and the
+//! aggregations over a [`Window`]. Failures are an [`Error`]; states that
+//! need an operator are [`Fault`]s. Everything re-exported here is the API;
+//! the modules marked hidden are internals that the fuzz targets, benches
+//! and examples reach into, with no promise of stability.
+//!
+//! # Layers (imports run one way, top to bottom)
+//! ```text
+//! engine        ingest, flush, compaction, recovery; the locks (engine/mod.rs)
+//! query         search, aggregations, explain, the window
+//! hot, part     the hot tier; Parquet parts, their sidecar index, page cache
+//! wal, codec    the log and its batch encoding
+//! record, stats, terms, validate    what the engine knows of each signal
+//! envelope, storage, fsutil, hash   files, checksums, hashing
+//! ```
+
+mod engine;
+mod error;
+mod health;
+mod query;
 
 pub mod allocator;
+#[doc(hidden)]
 pub mod codec;
-pub mod engine;
-pub mod error;
+#[doc(hidden)]
+pub mod envelope;
+#[doc(hidden)]
 pub mod fsutil;
+#[doc(hidden)]
 pub mod hash;
+#[doc(hidden)]
 pub mod hot;
+#[doc(hidden)]
 pub mod part;
-pub mod query;
+#[doc(hidden)]
 pub mod record;
+#[doc(hidden)]
+pub mod stats;
+#[doc(hidden)]
 pub mod storage;
+#[doc(hidden)]
 pub mod terms;
 #[doc(hidden)]
 pub mod testdata;
+#[doc(hidden)]
 pub mod validate;
+#[doc(hidden)]
 pub mod wal;
 
-pub use engine::{Engine, EngineOptions, EngineStats, IngestReport, TraceResult};
+pub use engine::{CompactionOptions, Engine, EngineOptions, EngineStats, IngestReport, TraceResult};
 pub use error::{Error, Result};
-pub use query::aggregate::Window;
-pub use query::{AttrFilter, AttrPredicate, Cursor, Explain, LogQuery, MetricQuery, SearchResult, SpanQuery};
+pub use health::{Fault, FaultKind};
+pub use part::{PageCacheStats, WriterOptions};
+pub use query::{
+    Anomaly, AttrFilter, AttrPredicate, Cursor, Explain, Latency, LogQuery, MetricQuery, OperationSummary,
+    SearchResult, ServiceSummary, SourceExplain, SpanQuery, Summary, Window,
+};
 pub use record::{Record, RecordKey, Signal};
 pub use terms::AttrScope;
-pub use wal::Durability;
+pub use validate::Limits;
+pub use wal::{Durability, RecoveryMode};

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use skein_model::{LogRecord, MetricDesc, MetricPoint, Resource, Scope, Span, TraceId};
-use xxhash_rust::xxh3::Xxh3;
 
+use crate::hash::HashWriter;
+use crate::stats::StatsBuilder;
 use crate::terms::{self, AttrScope, IndexTerm};
 
 /// The three telemetry signals.
@@ -68,7 +69,7 @@ pub trait Record: Clone + Send + Sync + Serialize + DeserializeOwned + std::fmt:
     fn attach(&mut self, resource: Arc<Resource>, scope: Arc<Scope>, metric: Option<Arc<MetricDesc>>);
     fn approx_size(&self) -> usize;
     /// Adds the record to pre-aggregated statistics.
-    fn add_stats(&self, stats: &mut crate::part::index::StatsBuilder);
+    fn add_stats(&self, stats: &mut StatsBuilder);
 
     /// Terms of the record itself (not of its shared resource).
     fn own_terms(&self, out: &mut Vec<IndexTerm>);
@@ -148,7 +149,7 @@ impl Record for Span {
     fn approx_size(&self) -> usize {
         Span::approx_size(self)
     }
-    fn add_stats(&self, stats: &mut crate::part::index::StatsBuilder) {
+    fn add_stats(&self, stats: &mut StatsBuilder) {
         stats.span_stats(self);
     }
     fn own_terms(&self, out: &mut Vec<IndexTerm>) {
@@ -164,34 +165,23 @@ impl Record for Span {
 
 /// Hashes the serialized content of a record with its shared parts.
 fn content_key<R: Serialize>(r: &R, parts: &[&dyn erased::Ser]) -> RecordKey {
-    let mut w = HashWriter(Xxh3::new());
+    let mut w = HashWriter::default();
     // postcard into a hashing writer cannot fail except on I/O, which this
     // writer never reports.
     let _ = postcard::to_io(r, &mut w);
     for p in parts {
         p.hash_into(&mut w);
     }
-    let h = w.0.digest128();
+    let h = w.digest128();
     RecordKey { hi: h, lo: 0 }
-}
-
-struct HashWriter(Xxh3);
-impl std::io::Write for HashWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.update(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 mod erased {
     pub trait Ser {
-        fn hash_into(&self, w: &mut super::HashWriter);
+        fn hash_into(&self, w: &mut crate::hash::HashWriter);
     }
     impl<T: serde::Serialize> Ser for T {
-        fn hash_into(&self, w: &mut super::HashWriter) {
+        fn hash_into(&self, w: &mut crate::hash::HashWriter) {
             let _ = postcard::to_io(self, w);
         }
     }
@@ -222,7 +212,7 @@ impl Record for LogRecord {
     fn approx_size(&self) -> usize {
         LogRecord::approx_size(self)
     }
-    fn add_stats(&self, stats: &mut crate::part::index::StatsBuilder) {
+    fn add_stats(&self, stats: &mut StatsBuilder) {
         stats.log_stats(self);
     }
     fn own_terms(&self, out: &mut Vec<IndexTerm>) {
@@ -265,22 +255,11 @@ impl Record for MetricPoint {
     fn approx_size(&self) -> usize {
         MetricPoint::approx_size(self)
     }
-    fn add_stats(&self, stats: &mut crate::part::index::StatsBuilder) {
+    fn add_stats(&self, stats: &mut StatsBuilder) {
         stats.metric_stats(self);
     }
     fn own_terms(&self, out: &mut Vec<IndexTerm>) {
         terms::plain(terms::name(&self.metric.name), out);
         terms::attr_terms(AttrScope::Record, &self.attributes, out);
     }
-}
-
-/// Identity of a metric series: name, resource and point attributes.
-pub fn series_id(p: &MetricPoint) -> u64 {
-    let mut h = Xxh3::new();
-    h.update(p.metric.name.as_bytes());
-    let mut w = HashWriter(Xxh3::new());
-    let _ = postcard::to_io(&p.resource.attributes, &mut w);
-    let _ = postcard::to_io(&p.attributes, &mut w);
-    h.update(&w.0.digest128().to_le_bytes());
-    h.digest()
 }

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use skein_engine::wal::Durability;
+use skein_engine::Durability;
 use skein_engine::{AttrFilter, AttrScope, Engine, EngineOptions, LogQuery, MetricQuery, SpanQuery, testdata};
 use skein_model::metric::{Exemplar, HistogramValue, MetricDesc, MetricKind, Number, PointValue};
 use skein_model::{AnyValue, Event, KeyValue, LogRecord, MetricPoint, Resource, Span, SpanId, TraceId};
@@ -546,7 +546,7 @@ fn a_corrupt_wal_frame_refuses_to_open_unless_salvaged() {
     assert!(Engine::open(opts(dir.path())).is_err());
 
     let mut salvage = opts(dir.path());
-    salvage.wal_salvage = true;
+    salvage.wal_recovery = skein_engine::RecoveryMode::Salvage;
     let e = Engine::open(salvage).unwrap();
     // The log was cut at the first frame: nothing of it is replayed.
     assert_eq!(e.stats().spans, 0);

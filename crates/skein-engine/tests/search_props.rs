@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use proptest::test_runner::Config;
-use skein_engine::wal::Durability;
+use skein_engine::Durability;
 use skein_engine::{
     AttrFilter, AttrPredicate, AttrScope, Cursor, Engine, EngineOptions, LogQuery, MetricQuery, Record, RecordKey,
     SpanQuery, Window, testdata,
@@ -633,8 +633,8 @@ fn contains_ci(haystack: &str, needle: &str) -> bool {
     haystack.to_lowercase().contains(&needle.to_lowercase())
 }
 
-fn in_window(t: u64, start: Option<u64>, end: Option<u64>) -> bool {
-    start.is_none_or(|s| t >= s) && end.is_none_or(|e| t < e)
+fn in_window(t: u64, w: Window) -> bool {
+    t >= w.start && t < w.end
 }
 
 /// The last ingested version of every span.
@@ -655,7 +655,7 @@ fn naive_span_match(q: &SpanQuery, s: &Span) -> bool {
         && q.status.is_none_or(|c| s.status.code == c)
         && q.min_duration_ns.is_none_or(|m| d >= m)
         && q.max_duration_ns.is_none_or(|m| d <= m)
-        && in_window(s.start_time_unix_nano, q.start_ns, q.end_ns)
+        && in_window(s.start_time_unix_nano, q.window)
         && q.trace_id.is_none_or(|t| s.trace_id == t)
         && (!q.root_only || s.parent_span_id.is_none())
         && q.attributes.iter().all(|f| match f.scope {
@@ -684,13 +684,13 @@ fn distinct_newest_first<R: Record>(all: &[R]) -> Vec<R> {
 fn naive_log_match(q: &LogQuery, l: &LogRecord) -> bool {
     let body = match &l.body {
         AnyValue::Str(s) => s.clone(),
-        other => skein_model::json::any_value_to_plain_json(other).to_string(),
+        other => skein_model::plain::any_value_to_plain_json(other).to_string(),
     };
     q.service.as_deref().is_none_or(|v| l.service_name() == v)
         && q.min_severity.is_none_or(|m| l.severity_number >= m)
         && q.trace_id.is_none_or(|t| l.trace_id == Some(t))
         && q.span_id.is_none_or(|s| l.span_id == Some(s))
-        && in_window(l.effective_time(), q.start_ns, q.end_ns)
+        && in_window(l.effective_time(), q.window)
         && q.body_contains.as_deref().is_none_or(|b| contains_ci(&body, b))
         && q.attributes.iter().all(|f| match f.scope {
             AttrScope::Record | AttrScope::Event => attr_hit(f, &l.attributes),
@@ -701,7 +701,7 @@ fn naive_log_match(q: &LogQuery, l: &LogRecord) -> bool {
 fn naive_metric_match(q: &MetricQuery, p: &MetricPoint) -> bool {
     q.service.as_deref().is_none_or(|v| p.service_name() == v)
         && q.name.as_deref().is_none_or(|v| p.metric.name == v)
-        && in_window(p.time_unix_nano, q.start_ns, q.end_ns)
+        && in_window(p.time_unix_nano, q.window)
         && q.attributes.iter().all(|f| match f.scope {
             AttrScope::Record | AttrScope::Event => attr_hit(f, &p.attributes),
             AttrScope::Resource => attr_hit(f, &p.resource.attributes),
@@ -814,8 +814,7 @@ fn span_query() -> impl Strategy<Value = SpanQuery> {
                     status: status.and_then(StatusCode::from_i32),
                     min_duration_ns: min_d.map(|i| DURATIONS[i]),
                     max_duration_ns: max_d.map(|i| DURATIONS[i]),
-                    start_ns: start,
-                    end_ns: end,
+                    window: Window::from_bounds(start, end),
                     trace_id: trace.map(trace_id),
                     root_only,
                     attributes: f.iter().map(FilterSpec::build).collect(),
@@ -846,8 +845,7 @@ fn log_query() -> impl Strategy<Value = LogQuery> {
             span_id: span.map(span_id),
             body_contains: body.map(|i| BODY_NEEDLES[i].to_string()),
             attributes: f.iter().map(FilterSpec::build).collect(),
-            start_ns: start,
-            end_ns: end,
+            window: Window::from_bounds(start, end),
             limit,
             cursor: None,
         })
@@ -865,8 +863,7 @@ fn metric_query() -> impl Strategy<Value = MetricQuery> {
             name: name.map(|i| ["http.requests", "cpu.usage", "queue.depth", "nope"][i].to_string()),
             service: service.map(|i| SERVICES[i].to_string()),
             attributes: f.iter().map(FilterSpec::build).collect(),
-            start_ns: start,
-            end_ns: end,
+            window: Window::from_bounds(start, end),
             limit,
             cursor: None,
         })
@@ -908,10 +905,10 @@ impl Derived {
         })
     }
 
-    fn window(&self, t: u64) -> (Option<u64>, Option<u64>) {
+    fn window(&self, t: u64) -> Window {
         let lo = (self.pick / 17 % 3) as u64 * STEP;
         let hi = (self.pick / 19 % 3) as u64 * STEP + 1;
-        (
+        Window::from_bounds(
             self.has(10).then(|| t.saturating_sub(lo)),
             self.has(11).then_some(t + hi),
         )
@@ -920,7 +917,7 @@ impl Derived {
     fn span_query(&self, latest: &[Span]) -> Option<SpanQuery> {
         let s = latest.get(self.pick % latest.len().max(1))?;
         let d = s.duration_ns();
-        let (start_ns, end_ns) = self.window(s.start_time_unix_nano);
+        let window = self.window(s.start_time_unix_nano);
         let event_attrs: Vec<KeyValue> = s.events.iter().flat_map(|e| e.attributes.clone()).collect();
         Some(SpanQuery {
             service: self.has(0).then(|| s.service_name().to_string()),
@@ -930,8 +927,7 @@ impl Derived {
             status: self.has(4).then_some(s.status.code),
             min_duration_ns: self.has(5).then_some(d),
             max_duration_ns: self.has(6).then_some(d),
-            start_ns,
-            end_ns,
+            window,
             trace_id: self.has(7).then_some(s.trace_id),
             root_only: self.has(8) && s.parent_span_id.is_none(),
             attributes: [
@@ -951,10 +947,10 @@ impl Derived {
 
     fn log_query(&self, logs: &[LogRecord]) -> Option<LogQuery> {
         let l = logs.get(self.pick % logs.len().max(1))?;
-        let (start_ns, end_ns) = self.window(l.effective_time());
+        let window = self.window(l.effective_time());
         let body = match &l.body {
             AnyValue::Str(s) => s.clone(),
-            other => skein_model::json::any_value_to_plain_json(other).to_string(),
+            other => skein_model::plain::any_value_to_plain_json(other).to_string(),
         };
         Some(LogQuery {
             service: self.has(0).then(|| l.service_name().to_string()),
@@ -971,8 +967,7 @@ impl Derived {
             .flatten()
             .flatten()
             .collect(),
-            start_ns,
-            end_ns,
+            window,
             limit: self.limit,
             cursor: None,
         })
@@ -980,7 +975,7 @@ impl Derived {
 
     fn metric_query(&self, points: &[MetricPoint]) -> Option<MetricQuery> {
         let p = points.get(self.pick % points.len().max(1))?;
-        let (start_ns, end_ns) = self.window(p.time_unix_nano);
+        let window = self.window(p.time_unix_nano);
         Some(MetricQuery {
             name: self.has(0).then(|| p.metric.name.clone()),
             service: self.has(1).then(|| p.service_name().to_string()),
@@ -993,8 +988,7 @@ impl Derived {
             .flatten()
             .flatten()
             .collect(),
-            start_ns,
-            end_ns,
+            window,
             limit: self.limit,
             cursor: None,
         })
@@ -1429,8 +1423,7 @@ fn large_parts_with_unindexed_keys_match_the_model() {
         },
         SpanQuery {
             attributes: vec![AttrFilter::eq(AttrScope::Record, "benchmark.group", "group-3")],
-            start_ns: Some(mid),
-            end_ns: Some(corpus.trace_start(900)),
+            window: Window::new(mid, corpus.trace_start(900)),
             limit: 97,
             ..Default::default()
         },
@@ -1440,7 +1433,7 @@ fn large_parts_with_unindexed_keys_match_the_model() {
             ..Default::default()
         },
         SpanQuery {
-            end_ns: Some(mid),
+            window: Window::new(0, mid),
             limit: 1_000,
             ..Default::default()
         },

@@ -11,6 +11,7 @@ pub mod json_attrs;
 pub mod log;
 pub mod metric;
 pub mod otlp;
+pub mod plain;
 pub mod resource;
 pub mod span;
 pub mod value;

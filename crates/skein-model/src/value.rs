@@ -91,18 +91,6 @@ impl AnyValue {
                 AnyValue::Map(m) => heap_size(0) + attributes_size(m),
             }
     }
-
-    /// Renders the value for people: strings bare, other scalars as JSON.
-    pub fn display_string(&self) -> String {
-        match self {
-            AnyValue::Str(s) => s.clone(),
-            AnyValue::Empty => String::new(),
-            AnyValue::Bool(b) => b.to_string(),
-            AnyValue::Int(i) => i.to_string(),
-            AnyValue::Double(d) => d.to_string(),
-            other => crate::json::any_value_to_plain_json(other).to_string(),
-        }
-    }
 }
 
 /// Approximate byte size of an attribute list.

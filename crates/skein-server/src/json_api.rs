@@ -15,8 +15,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
-use skein_model::json::{json_u64, plain_json_to_any_value};
+use skein_model::json::json_u64;
 use skein_model::otlp::{Decoded, MAX_TIME_NS};
+use skein_model::plain::plain_json_to_any_value;
 use skein_model::{
     Event, KeyValue, Link, ModelError, Resource, Scope, Span, SpanId, SpanKind, Status, StatusCode, TraceId,
 };

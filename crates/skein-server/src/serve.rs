@@ -141,7 +141,11 @@ pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()> + Send
     opts.durability = config.durability;
     opts.hot_max_bytes = config.hot_max_bytes;
     opts.page_cache_bytes = config.page_cache_bytes as u64;
-    opts.wal_salvage = config.wal_salvage;
+    opts.wal_recovery = if config.wal_salvage {
+        skein_engine::RecoveryMode::Salvage
+    } else {
+        skein_engine::RecoveryMode::Strict
+    };
     let opened = tokio::task::spawn_blocking(move || Engine::open(opts))
         .await
         .map_err(|e| ServeError::Other(e.to_string()))?;

@@ -36,15 +36,17 @@ use tier::{Frozen, State, Stored, Tier};
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::fsutil::DirLock;
+use crate::health::{Fault, FaultKind, Faults};
 use crate::part::{PageCache, PageCacheStats, PartMeta, PartWriter, WriterOptions};
-use crate::query::aggregate::{self, Anomaly, OperationSummary, ServiceSummary, Summary, Window};
+use crate::query::Window;
+use crate::query::aggregate::{self, Anomaly, OperationSummary, ServiceSummary, Summary};
 use crate::query::explain::Explain;
 use crate::query::filter::{LogQuery, MetricQuery, SpanQuery};
 use crate::query::search::{self, SearchResult};
 use crate::record::Signal;
 use crate::storage::PartStore;
 use crate::validate::Limits;
-use crate::wal::{Durability, Wal};
+use crate::wal::{Durability, RecoveryMode, Wal};
 
 /// How the engine runs; every field has a sensible default.
 #[derive(Debug, Clone)]
@@ -60,8 +62,8 @@ pub struct EngineOptions {
     pub compaction: CompactionOptions,
     pub writer: WriterOptions,
     pub limits: Limits,
-    /// Cut the WAL at corruption instead of refusing to start.
-    pub wal_salvage: bool,
+    /// What opening does about damage to acknowledged WAL data.
+    pub wal_recovery: RecoveryMode,
     /// Run flush and compaction in background threads. Off, they run only
     /// when `flush`/`compact` are called (deterministic tests).
     pub background: bool,
@@ -81,7 +83,7 @@ impl EngineOptions {
             compaction: CompactionOptions::default(),
             writer: WriterOptions::default(),
             limits: Limits::default(),
-            wal_salvage: false,
+            wal_recovery: RecoveryMode::Strict,
             background: true,
             page_cache_bytes: 32 << 20,
         }
@@ -130,6 +132,10 @@ pub struct EngineStats {
     pub compacting: bool,
     pub next_seq: u64,
     pub durability: String,
+    /// Faults in force (see [`Engine::faults`]); empty when healthy.
+    pub faults: Vec<Fault>,
+    /// Failures ever, by fault kind (`wal`, `flush`, `compaction`).
+    pub failures: std::collections::BTreeMap<String, u64>,
 }
 
 pub(crate) struct Inner {
@@ -154,7 +160,7 @@ pub(crate) struct Inner {
     flushes: AtomicU64,
     compactions: AtomicU64,
     compaction_nanos: AtomicU64,
-    background_error: Mutex<Option<String>>,
+    faults: Faults,
     pub(crate) shadow_cache: crate::query::shadow::ShadowCache,
     page_cache: Arc<PageCache>,
     compacting: AtomicBool,
@@ -330,9 +336,10 @@ impl Engine {
         self.inner.stats()
     }
 
-    /// The newest background failure (flush/compaction), if any.
-    pub fn background_error(&self) -> Option<String> {
-        self.inner.background_error.lock().clone()
+    /// The faults in force: what needs an operator (a WAL that refuses
+    /// writes, flushes or merges that keep failing). Empty when healthy.
+    pub fn faults(&self) -> Vec<Fault> {
+        self.inner.faults()
     }
 
     /// Stops background work, flushes the hot tier to parts and syncs.
@@ -433,7 +440,7 @@ impl Inner {
         if accepted.is_empty() {
             return Ok(report);
         }
-        self.wait_for_room();
+        self.wait_for_room()?;
         let n = accepted.len();
         {
             // The gate is taken after encoding (which is most of the work)
@@ -442,6 +449,11 @@ impl Inner {
             let (seq, _gate) = codec::with_encoded_batch(&accepted, |body| {
                 let gate = self.gate.read();
                 Ok((self.wal.append(R::SIGNAL, n as u32, body)?, gate))
+            })
+            .inspect_err(|e| {
+                if let Error::WalFailed { reason } = e {
+                    self.faults.fail(FaultKind::Wal, reason.clone());
+                }
             })?;
             let active = self.state.read().active.clone();
             R::table(&active).write().insert(accepted, seq);
@@ -460,17 +472,26 @@ impl Inner {
         Ok(report)
     }
 
-    /// Bounds memory: while too many frozen tiers wait for flush, ingest waits.
-    fn wait_for_room(&self) {
+    /// Bounds memory: while too many frozen tiers wait for flush, ingest
+    /// waits; if flushes are failing, it refuses rather than wait for one
+    /// that may never succeed.
+    fn wait_for_room(&self) -> Result<()> {
         if !self.opts.background {
-            return;
+            return Ok(());
         }
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut g = self.flushed_mx.lock();
         while self.state.read().frozen.len() >= self.opts.max_frozen && Instant::now() < deadline {
+            if let Some(f) = self.faults.get(FaultKind::Flush) {
+                return Err(Error::Background {
+                    kind: FaultKind::Flush,
+                    reason: f.message,
+                });
+            }
             self.wake();
             self.flushed_cv.wait_for(&mut g, Duration::from_millis(50));
         }
+        Ok(())
     }
 
     fn wake(&self) {
@@ -575,9 +596,33 @@ impl Inner {
         Ok(Some(w.finish()?.with_page_cache(Some(self.page_cache.clone()))))
     }
 
-    fn record_background_error(&self, what: &str, e: Error) {
-        tracing::error!("{what}: {e}");
-        *self.background_error.lock() = Some(format!("{what}: {e}"));
+    /// Runs one round of a background task, keeping its fault up to date.
+    /// Returns whether it failed.
+    fn background(&self, kind: FaultKind, task: impl FnOnce() -> Result<()>) -> bool {
+        match task() {
+            Ok(()) => {
+                self.faults.clear(kind);
+                false
+            }
+            Err(e) => {
+                tracing::error!("{kind}: {e}");
+                self.faults.fail(kind, e.to_string());
+                true
+            }
+        }
+    }
+
+    fn faults(&self) -> Vec<Fault> {
+        let mut faults = self.faults.current();
+        // The WAL can fail outside ingest (the interval-mode ticker, a
+        // rotation): ask it too.
+        if let Some(reason) = self.wal.failure()
+            && !faults.iter().any(|f| f.kind == FaultKind::Wal)
+        {
+            self.faults.fail(FaultKind::Wal, reason);
+            faults = self.faults.current();
+        }
+        faults
     }
 
     fn flush_loop(&self) {
@@ -592,11 +637,11 @@ impl Inner {
             if self.stop.load(Ordering::SeqCst) {
                 return;
             }
-            if let Err(e) = self.freeze(false) {
-                self.record_background_error("freeze", e);
-            }
-            if let Err(e) = self.flush_frozen() {
-                self.record_background_error("flush", e);
+            let failed = self.background(FaultKind::Flush, || {
+                self.freeze(false)?;
+                self.flush_frozen()
+            });
+            if failed {
                 std::thread::sleep(Duration::from_secs(1));
             }
         }
@@ -606,8 +651,7 @@ impl Inner {
         while !self.stop.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(500));
             let idle = self.last_ingest.lock().elapsed() >= self.opts.compaction.idle_after;
-            if let Err(e) = self.compact(idle) {
-                self.record_background_error("compaction", e);
+            if self.background(FaultKind::Compaction, || self.compact(idle).map(|_| ())) {
                 std::thread::sleep(Duration::from_secs(5));
             }
         }
@@ -663,6 +707,8 @@ impl Inner {
         s.compacting = self.compacting.load(Ordering::Relaxed);
         s.page_cache = self.page_cache.stats();
         s.next_seq = self.wal.next_seq();
+        s.faults = self.faults();
+        s.failures = self.faults.totals();
         s
     }
 }

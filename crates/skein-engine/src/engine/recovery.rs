@@ -58,7 +58,7 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
         &opts.data_dir.join("wal"),
         opts.durability,
         max_seq + 1,
-        opts.wal_salvage,
+        opts.wal_recovery,
         |rec: WalRecord| {
             let floor = covers[rec.signal.index()];
             replayed += match rec.signal {
@@ -104,7 +104,7 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
         flushes: AtomicU64::new(0),
         compactions: AtomicU64::new(0),
         compaction_nanos: AtomicU64::new(0),
-        background_error: Mutex::new(None),
+        faults: Default::default(),
         shadow_cache: Default::default(),
         page_cache,
         compacting: AtomicBool::new(false),

@@ -7,14 +7,18 @@
 //! postcard) but is derived data: a missing or damaged sidecar is rebuilt
 //! from the Parquet file.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io::Cursor;
 
 use roaring::RoaringBitmap;
 use serde::{Deserialize, Serialize};
 
+use crate::envelope::Envelope;
 use crate::error::{Error, Result};
-use crate::query::sketch::{Sketch, SketchBuilder};
+use crate::hash::FastMap;
+use crate::query::Window;
+use crate::record::{Record, TermCache};
+use crate::stats::{PartStats, StatsBuilder};
 use crate::terms::{IndexTerm, Term};
 
 /// A time mark is kept for every this-many rows.
@@ -123,41 +127,10 @@ impl TraceIndex {
     }
 }
 
-/// Per (service, operation) span statistics of a part.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct OpStats {
-    pub service: String,
-    pub name: String,
-    pub count: u64,
-    pub errors: u64,
-    pub roots: u64,
-    pub durations: Sketch,
-    pub error_durations: u64,
-}
-
-/// Per service: distinct traces in this part.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct ServiceStats {
-    pub service: String,
-    pub traces: u64,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct PartStats {
-    pub ops: Vec<OpStats>,
-    pub services: Vec<ServiceStats>,
-    /// Logs: (service, severity number, count).
-    pub log_counts: Vec<(String, i32, u64)>,
-    /// Metrics: distinct series ids, sorted.
-    pub series: Vec<u64>,
-    /// Metrics: (metric name, points).
-    pub metric_names: Vec<(String, u64)>,
-}
-
 #[derive(Debug, Default)]
 pub struct PartIndex {
     pub traces: TraceIndex,
-    pub postings: crate::hash::FastMap<Term, RoaringBitmap>,
+    pub postings: FastMap<Term, RoaringBitmap>,
     /// Attribute keys (their exists-terms) with too many distinct values in
     /// this part to index: equality on them scans.
     pub unindexed_keys: HashSet<Term>,
@@ -167,9 +140,9 @@ pub struct PartIndex {
 }
 
 impl PartIndex {
-    /// Rows whose time may fall in `[start, end)`: a superset, to be
-    /// re-checked.
-    pub fn row_range(&self, rows: u32, start: u64, end: u64) -> std::ops::Range<u32> {
+    /// Rows whose time may fall in `w`: a superset, to be re-checked.
+    pub fn row_range(&self, rows: u32, w: Window) -> std::ops::Range<u32> {
+        let Window { start, end } = w;
         // First mark > start-ish: rows before mark k all have time ≤ marks[k].
         let lo_mark = self.time_marks.partition_point(|t| *t < start);
         let lo = (lo_mark.saturating_sub(1) as u32) * TIME_MARK_STRIDE;
@@ -196,57 +169,14 @@ impl PartIndex {
 pub struct IndexBuilder {
     rows: u32,
     trace_pairs: Vec<(u128, u32)>,
-    postings: crate::hash::FastMap<Term, RoaringBitmap>,
+    postings: FastMap<Term, RoaringBitmap>,
     /// The attribute key of each attribute-value term, recorded when the
     /// term is first seen (once per term, not per row).
-    key_of_value: crate::hash::FastMap<Term, Term>,
+    key_of_value: FastMap<Term, Term>,
     time_marks: Vec<u64>,
     terms_buf: Vec<IndexTerm>,
-    term_cache: crate::record::TermCache,
+    term_cache: TermCache,
     pub stats: StatsBuilder,
-}
-
-/// Pre-aggregated statistics of a set of records, built as they arrive (by
-/// part writers, and by the hot tier so that aggregations need not scan it).
-#[derive(Default, Clone)]
-pub struct StatsBuilder {
-    /// By service (nested maps: lookups by `&str` never allocate).
-    services: crate::hash::FastMap<String, ServiceBuilder>,
-    log_counts: HashMap<(String, i32), u64>,
-    series: HashSet<u64>,
-    metric_names: HashMap<String, u64>,
-}
-
-#[derive(Default, Clone)]
-struct ServiceBuilder {
-    /// Span name → stats, with the durations in a builder until a snapshot.
-    ops: crate::hash::FastMap<String, (OpStats, SketchBuilder)>,
-    traces: crate::hash::FastSet<u128>,
-}
-
-impl ServiceBuilder {
-    fn add(&mut self, service_name: &str, s: &skein_model::Span) {
-        self.traces.insert(s.trace_id.as_u128());
-        let (op, durations) = match self.ops.get_mut(&s.name) {
-            Some(op) => op,
-            None => {
-                let op = OpStats {
-                    service: service_name.to_string(),
-                    name: s.name.clone(),
-                    ..Default::default()
-                };
-                self.ops.entry(s.name.clone()).or_insert((op, SketchBuilder::default()))
-            }
-        };
-        op.count += 1;
-        if s.is_error() {
-            op.errors += 1;
-        }
-        if s.is_root() {
-            op.roots += 1;
-        }
-        durations.add(s.duration_ns());
-    }
 }
 
 /// Keys with more distinct values than this (and than a tenth of the rows)
@@ -254,7 +184,7 @@ impl ServiceBuilder {
 const MAX_VALUES_PER_KEY: usize = 10_000;
 
 impl IndexBuilder {
-    pub fn add<R: crate::record::Record>(&mut self, r: &R) {
+    pub fn add<R: Record>(&mut self, r: &R) {
         let row = self.rows;
         if row.is_multiple_of(TIME_MARK_STRIDE) {
             self.time_marks.push(r.time());
@@ -311,12 +241,12 @@ impl PartIndex {
     pub(crate) fn assemble(
         rows: u32,
         traces: TraceIndex,
-        mut postings: crate::hash::FastMap<Term, RoaringBitmap>,
-        key_of_value: &crate::hash::FastMap<Term, Term>,
+        mut postings: FastMap<Term, RoaringBitmap>,
+        key_of_value: &FastMap<Term, Term>,
         time_marks: Vec<u64>,
         stats: PartStats,
     ) -> PartIndex {
-        let mut values_per_key: crate::hash::FastMap<Term, Vec<Term>> = Default::default();
+        let mut values_per_key: FastMap<Term, Vec<Term>> = Default::default();
         for (value, key) in key_of_value {
             if postings.contains_key(value) {
                 values_per_key.entry(*key).or_default().push(*value);
@@ -341,73 +271,15 @@ impl PartIndex {
     }
 }
 
-impl StatsBuilder {
-    pub fn span_stats(&mut self, s: &skein_model::Span) {
-        // One lookup for a service seen before, which is nearly every span.
-        let service_name = s.service_name();
-        match self.services.get_mut(service_name) {
-            Some(service) => service.add(service_name, s),
-            None => self
-                .services
-                .entry(service_name.to_string())
-                .or_default()
-                .add(service_name, s),
-        }
-    }
-
-    pub fn log_stats(&mut self, l: &skein_model::LogRecord) {
-        *self
-            .log_counts
-            .entry((l.service_name().to_string(), l.severity_number))
-            .or_default() += 1;
-    }
-
-    pub fn metric_stats(&mut self, p: &skein_model::MetricPoint) {
-        self.series.insert(crate::record::series_id(p));
-        *self.metric_names.entry(p.metric.name.clone()).or_default() += 1;
-    }
-
-    /// The statistics so far.
-    pub fn snapshot(&self) -> PartStats {
-        let mut ops: Vec<OpStats> = self
-            .services
-            .values()
-            .flat_map(|m| m.ops.values())
-            .map(|(op, durations)| OpStats {
-                durations: durations.sketch(),
-                ..op.clone()
-            })
-            .collect();
-        ops.sort_by(|a, b| (&a.service, &a.name).cmp(&(&b.service, &b.name)));
-        let mut services: Vec<ServiceStats> = self
-            .services
-            .iter()
-            .map(|(service, b)| ServiceStats {
-                service: service.clone(),
-                traces: b.traces.len() as u64,
-            })
-            .collect();
-        services.sort_by(|a, b| a.service.cmp(&b.service));
-        let mut log_counts: Vec<_> = self.log_counts.iter().map(|((s, v), n)| (s.clone(), *v, *n)).collect();
-        log_counts.sort();
-        let mut series: Vec<u64> = self.series.iter().copied().collect();
-        series.sort_unstable();
-        let mut metric_names: Vec<_> = self.metric_names.iter().map(|(k, v)| (k.clone(), *v)).collect();
-        metric_names.sort();
-        PartStats {
-            ops,
-            services,
-            log_counts,
-            series,
-            metric_names,
-        }
-    }
-}
-
 // ------------------------------------------------------------ persistence
 
-const MAGIC: &[u8; 8] = b"SKEINIDX";
-const VERSION: u32 = 1;
+/// The sidecar file: `SKEINIDX`, version 1, zstd postcard of [`Wire`].
+pub const SIDECAR: Envelope = Envelope {
+    magic: b"SKEINIDX",
+    version: 1,
+    what: "part index",
+    max_body: 1 << 31,
+};
 
 #[derive(Serialize, Deserialize)]
 struct Wire {
@@ -440,36 +312,18 @@ pub fn encode(index: &PartIndex, zstd_level: i32) -> Result<Vec<u8>> {
         stats: index.stats.clone(),
     };
     let raw = postcard::to_stdvec(&wire).map_err(|e| Error::Other(format!("encode index: {e}")))?;
-    let body = zstd::bulk::compress(&raw, zstd_level).map_err(|e| Error::io("compress index", e))?;
-    let mut out = Vec::with_capacity(body.len() + 16);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-    out.extend_from_slice(&body);
-    Ok(out)
+    SIDECAR.seal(&raw, zstd_level)
 }
 
 pub fn decode(bytes: &[u8]) -> Result<PartIndex> {
-    let bad = |d: &str| Error::corrupt("part index", d.to_string());
-    if bytes.len() < 16 || &bytes[..8] != MAGIC {
-        return Err(bad("missing SKEINIDX header"));
-    }
-    let version = u32::from_le_bytes(bytes[8..12].try_into().map_err(|_| bad("short"))?);
-    if version != VERSION {
-        return Err(bad(&format!("version {version} (expected {VERSION})")));
-    }
-    let crc = u32::from_le_bytes(bytes[12..16].try_into().map_err(|_| bad("short"))?);
-    let body = &bytes[16..];
-    if crc32fast::hash(body) != crc {
-        return Err(bad("checksum mismatch"));
-    }
-    let raw = crate::codec::zstd_decompress(body, 1 << 31).map_err(|e| bad(&e.to_string()))?;
+    let bad = |d: &str| Error::corrupt(SIDECAR.what, d.to_string());
+    let raw = SIDECAR.open(bytes)?;
     let wire: Wire = postcard::from_bytes(&raw).map_err(|e| bad(&e.to_string()))?;
     wire.traces.check().map_err(bad)?;
     if !wire.time_marks.is_sorted() {
         return Err(bad("time marks are not in ascending order"));
     }
-    let mut postings = crate::hash::FastMap::with_capacity_and_hasher(wire.postings.len(), Default::default());
+    let mut postings = FastMap::with_capacity_and_hasher(wire.postings.len(), Default::default());
     for (t, b) in wire.postings {
         let bitmap = RoaringBitmap::deserialize_from(Cursor::new(b)).map_err(|e| bad(&e.to_string()))?;
         postings.insert(t, bitmap);
@@ -518,11 +372,11 @@ mod tests {
         };
         let rows = 4 * TIME_MARK_STRIDE - 10;
         // Rows in [1024, 2048) have times in [100, 200].
-        let r = idx.row_range(rows, 150, 160);
+        let r = idx.row_range(rows, Window::new(150, 160));
         assert!(r.start <= TIME_MARK_STRIDE && r.end >= 2 * TIME_MARK_STRIDE, "{r:?}");
-        let all = idx.row_range(rows, 0, u64::MAX);
+        let all = idx.row_range(rows, Window::ALL);
         assert_eq!(all, 0..rows);
-        let none = idx.row_range(rows, 1000, 2000);
+        let none = idx.row_range(rows, Window::new(1000, 2000));
         assert!(none.end - none.start <= TIME_MARK_STRIDE);
     }
 
@@ -551,11 +405,7 @@ mod tests {
 
     /// A sidecar file around `body` (a zstd frame) with a matching checksum.
     fn framed(body: &[u8]) -> Vec<u8> {
-        let mut out = MAGIC.to_vec();
-        out.extend_from_slice(&VERSION.to_le_bytes());
-        out.extend_from_slice(&crc32fast::hash(body).to_le_bytes());
-        out.extend_from_slice(body);
-        out
+        SIDECAR.wrap(body)
     }
 
     /// Everything queries ask of a loaded index, rendered for comparison.
@@ -564,7 +414,7 @@ mod tests {
             assert!(ix.traces.contains(*id));
             let _ = ix.traces.rows_of(*id);
         }
-        let _ = (ix.traces.rows_of(0), ix.memory_bytes(), ix.row_range(5000, 0, u64::MAX));
+        let _ = (ix.traces.rows_of(0), ix.memory_bytes(), ix.row_range(5000, Window::ALL));
         // Sizes, not rows: a few bytes of runs can hold billions of rows.
         let mut postings: Vec<_> = ix
             .postings
@@ -684,10 +534,10 @@ mod tests {
                 // The file as stored: the checksum catches almost everything.
                 0 => mutate(file, &edits, cut),
                 // The zstd body, with a checksum that matches it.
-                1 => framed(&mutate(file[16..].to_vec(), &edits, cut)),
+                1 => framed(&mutate(file[Envelope::HEADER_LEN..].to_vec(), &edits, cut)),
                 // The postcard bytes, in a well-formed frame.
                 _ => {
-                    let raw = zstd::bulk::decompress(&file[16..], 1 << 20).unwrap();
+                    let raw = zstd::bulk::decompress(&file[Envelope::HEADER_LEN..], 1 << 20).unwrap();
                     framed(&zstd::bulk::compress(&mutate(raw, &edits, cut), 1).unwrap())
                 }
             };

@@ -18,6 +18,7 @@ use super::index::{self, IndexBuilder, PartIndex};
 use super::page_cache::{self, CachedRowGroups, PageCache};
 use super::{Columnar, META_KEY, PartMeta, index_name, parquet_name};
 use crate::error::{Error, Result};
+use crate::query::Window;
 use crate::storage::{ParquetSource, PartStore};
 
 pub struct Part {
@@ -181,6 +182,16 @@ impl Part {
 
     pub fn rows(&self) -> u32 {
         self.meta.rows as u32
+    }
+
+    /// Whether no row of this part can fall in `w` (read off its metadata).
+    pub fn misses(&self, w: Window) -> bool {
+        self.meta.rows == 0 || w.misses(self.meta.min_time, self.meta.max_time)
+    }
+
+    /// Whether every row of this part falls in `w`.
+    pub fn within(&self, w: Window) -> bool {
+        w.covers(self.meta.min_time, self.meta.max_time)
     }
 
     pub fn file_bytes(&self) -> u64 {

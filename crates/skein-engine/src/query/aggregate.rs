@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::shadow::{ShadowCache, shadowed_span_rows};
+use super::window::Window;
 use crate::hash::{FastMap, FastSet};
 
 use arrow_array::Array;
@@ -24,39 +25,10 @@ use super::explain::{Explain, SourceExplain};
 use super::search::Source;
 use super::sketch::Sketch;
 use crate::error::Result;
+use crate::part::Part;
 use crate::part::columns::SPAN_SUMMARY_COLUMNS;
-use crate::part::{Part, index::OpStats};
-use crate::record::{Record, series_id};
-
-/// A time window `[start, end)` in ns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Window {
-    pub start: u64,
-    pub end: u64,
-}
-
-impl Window {
-    pub const ALL: Window = Window {
-        start: 0,
-        end: u64::MAX,
-    };
-
-    pub fn new(start: u64, end: u64) -> Window {
-        Window { start, end }
-    }
-
-    pub fn contains(&self, t: u64) -> bool {
-        t >= self.start && t < self.end
-    }
-
-    fn covers_part(&self, p: &Part) -> bool {
-        p.meta.min_time >= self.start && p.meta.max_time < self.end
-    }
-
-    pub(crate) fn misses_part(&self, p: &Part) -> bool {
-        p.meta.rows == 0 || p.meta.max_time < self.start || p.meta.min_time >= self.end
-    }
-}
+use crate::record::Record;
+use crate::stats::{OpStats, PartStats, series_id};
 
 /// Health of one service over a window.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -206,9 +178,9 @@ fn gather_spans(
             }
             Source::Part(p) => {
                 let mut ex = SourceExplain::new("part", Some(p.meta.id));
-                if w.misses_part(p) {
+                if p.misses(w) {
                     ex.pruned = Some("time range".into());
-                } else if w.covers_part(p) && shadowed.is_empty() {
+                } else if p.within(w) && shadowed.is_empty() {
                     ex.pruned = Some("answered from part statistics".into());
                     explain.parts_from_stats += 1;
                     add_span_stats(&mut agg, &p.index.stats, service, p.meta.min_time, p.meta.max_time);
@@ -224,7 +196,7 @@ fn gather_spans(
 
 /// Adds pre-aggregated statistics (of a part or a hot tier wholly inside
 /// the window) to the aggregate.
-fn add_span_stats(agg: &mut SpanAgg, stats: &crate::part::index::PartStats, service: Option<&str>, min: u64, max: u64) {
+fn add_span_stats(agg: &mut SpanAgg, stats: &PartStats, service: Option<&str>, min: u64, max: u64) {
     for op in &stats.ops {
         if service.is_none_or(|v| v == op.service) {
             agg.op(&op.service, &op.name).add_stats(op);
@@ -247,7 +219,7 @@ fn scan_part_spans(
     agg: &mut SpanAgg,
     ex: &mut SourceExplain,
 ) -> Result<()> {
-    let range = p.index.row_range(p.rows(), w.start, w.end);
+    let range = p.index.row_range(p.rows(), w);
     let mut next_row = range.start;
     let mut traces: FastMap<String, FastSet<u128>> = FastMap::default();
     for b in p.read_columns(SPAN_SUMMARY_COLUMNS, range, 65536)? {
@@ -486,10 +458,10 @@ fn log_counts(
                 }
             }
             Source::Part(p) => {
-                if w.misses_part(p) {
+                if p.misses(w) {
                     continue;
                 }
-                if w.covers_part(p) {
+                if p.within(w) {
                     explain.parts_from_stats += 1;
                     for (svc, sev, n) in &p.index.stats.log_counts {
                         if service.is_none_or(|v| v == svc) {
@@ -498,7 +470,7 @@ fn log_counts(
                     }
                     continue;
                 }
-                let range = p.index.row_range(p.rows(), w.start, w.end);
+                let range = p.index.row_range(p.rows(), w);
                 for b in p.read_columns(&["timestamp", "service_name", "severity_number"], range, 65536)? {
                     let (Some(ts), Some(svc), Some(sev)) = (
                         b.column_by_name("timestamp")
@@ -551,16 +523,16 @@ fn metric_counts(
                 }
             }
             Source::Part(p) => {
-                if w.misses_part(p) {
+                if p.misses(w) {
                     continue;
                 }
-                if w.covers_part(p) && service.is_none() {
+                if p.within(w) && service.is_none() {
                     explain.parts_from_stats += 1;
                     series.extend(p.index.stats.series.iter().copied());
                     points += p.meta.rows;
                     continue;
                 }
-                let range = p.index.row_range(p.rows(), w.start, w.end);
+                let range = p.index.row_range(p.rows(), w);
                 for b in p.read_columns(&["time_unix_nano", "service_name", "series_id"], range, 65536)? {
                     let (Some(ts), Some(svc), Some(sid)) = (
                         b.column_by_name("time_unix_nano")

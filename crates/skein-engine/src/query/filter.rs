@@ -5,11 +5,11 @@ use arrow_array::types::{Int8Type, Int64Type};
 use arrow_array::{Array, RecordBatch};
 use skein_model::{AnyValue, KeyValue, LogRecord, MetricPoint, Span, SpanKind, StatusCode, TraceId};
 
+use super::window::Window;
 use crate::record::{Record, RecordKey};
 use crate::terms::{self, AttrScope, Term};
 
 /// Where an attribute filter looks.
-pub use crate::terms::AttrScope as FilterScope;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum AttrPredicate {
@@ -151,8 +151,8 @@ pub trait RecordQuery<R: Record>: Send + Sync {
     fn trace(&self) -> Option<TraceId> {
         None
     }
-    /// `[start, end)` on record time.
-    fn window(&self) -> (u64, u64);
+    /// The window on record time.
+    fn window(&self) -> Window;
     fn limit(&self) -> usize;
     fn cursor(&self) -> Option<Cursor>;
     /// The full predicate.
@@ -170,14 +170,6 @@ pub trait RecordQuery<R: Record>: Send + Sync {
     }
 }
 
-fn window_of(start: Option<u64>, end: Option<u64>) -> (u64, u64) {
-    (start.unwrap_or(0), end.unwrap_or(u64::MAX))
-}
-
-fn in_window(t: u64, start: Option<u64>, end: Option<u64>) -> bool {
-    start.is_none_or(|s| t >= s) && end.is_none_or(|e| t < e)
-}
-
 /// Span search. Unset fields do not filter.
 #[derive(Debug, Clone, Default)]
 pub struct SpanQuery {
@@ -190,10 +182,8 @@ pub struct SpanQuery {
     pub status: Option<StatusCode>,
     pub min_duration_ns: Option<u64>,
     pub max_duration_ns: Option<u64>,
-    /// Start time at or after.
-    pub start_ns: Option<u64>,
-    /// Start time before.
-    pub end_ns: Option<u64>,
+    /// On start time.
+    pub window: Window,
     pub trace_id: Option<TraceId>,
     /// Only spans without a parent.
     pub root_only: bool,
@@ -237,8 +227,8 @@ impl RecordQuery<Span> for SpanQuery {
         self.trace_id
     }
 
-    fn window(&self) -> (u64, u64) {
-        window_of(self.start_ns, self.end_ns)
+    fn window(&self) -> Window {
+        self.window
     }
 
     fn limit(&self) -> usize {
@@ -261,7 +251,7 @@ impl RecordQuery<Span> for SpanQuery {
             && self.status.is_none_or(|c| s.status.code == c)
             && self.min_duration_ns.is_none_or(|m| d >= m)
             && self.max_duration_ns.is_none_or(|m| d <= m)
-            && in_window(s.start_time_unix_nano, self.start_ns, self.end_ns)
+            && self.window.contains(s.start_time_unix_nano)
             && self.trace_id.is_none_or(|t| s.trace_id == t)
             && (!self.root_only || s.parent_span_id.is_none())
             && self.attributes.iter().all(|f| match f.scope {
@@ -327,8 +317,8 @@ pub struct LogQuery {
     /// Case-insensitive substring of the body (its text, or its JSON form).
     pub body_contains: Option<String>,
     pub attributes: Vec<AttrFilter>,
-    pub start_ns: Option<u64>,
-    pub end_ns: Option<u64>,
+    /// On the record's time (a log's effective time).
+    pub window: Window,
     pub limit: usize,
     pub cursor: Option<Cursor>,
 }
@@ -336,7 +326,7 @@ pub struct LogQuery {
 pub fn body_text(body: &AnyValue) -> std::borrow::Cow<'_, str> {
     match body {
         AnyValue::Str(s) => s.as_str().into(),
-        other => skein_model::json::any_value_to_plain_json(other).to_string().into(),
+        other => skein_model::plain::any_value_to_plain_json(other).to_string().into(),
     }
 }
 
@@ -362,8 +352,8 @@ impl RecordQuery<LogRecord> for LogQuery {
         self.trace_id
     }
 
-    fn window(&self) -> (u64, u64) {
-        window_of(self.start_ns, self.end_ns)
+    fn window(&self) -> Window {
+        self.window
     }
 
     fn limit(&self) -> usize {
@@ -379,7 +369,7 @@ impl RecordQuery<LogRecord> for LogQuery {
             && self.min_severity.is_none_or(|m| l.severity_number >= m)
             && self.trace_id.is_none_or(|t| l.trace_id == Some(t))
             && self.span_id.is_none_or(|s| l.span_id == Some(s))
-            && in_window(l.effective_time(), self.start_ns, self.end_ns)
+            && self.window.contains(l.effective_time())
             && self
                 .body_contains
                 .as_deref()
@@ -419,8 +409,8 @@ pub struct MetricQuery {
     pub service: Option<String>,
     /// Point attribute (label) filters; `Resource` scope for resource ones.
     pub attributes: Vec<AttrFilter>,
-    pub start_ns: Option<u64>,
-    pub end_ns: Option<u64>,
+    /// On the record's time (a log's effective time).
+    pub window: Window,
     pub limit: usize,
     pub cursor: Option<Cursor>,
 }
@@ -438,8 +428,8 @@ impl RecordQuery<MetricPoint> for MetricQuery {
         g
     }
 
-    fn window(&self) -> (u64, u64) {
-        window_of(self.start_ns, self.end_ns)
+    fn window(&self) -> Window {
+        self.window
     }
 
     fn limit(&self) -> usize {
@@ -453,20 +443,11 @@ impl RecordQuery<MetricPoint> for MetricQuery {
     fn matches(&self, p: &MetricPoint) -> bool {
         self.service.as_deref().is_none_or(|v| p.service_name() == v)
             && self.name.as_deref().is_none_or(|v| p.metric.name == v)
-            && in_window(p.time_unix_nano, self.start_ns, self.end_ns)
+            && self.window.contains(p.time_unix_nano)
             && self.attributes.iter().all(|f| match f.scope {
                 AttrScope::Record | AttrScope::Event => f.matches_list(&p.attributes),
                 AttrScope::Resource => f.matches_list(&p.resource.attributes),
             })
-    }
-}
-
-/// Time column of each signal's parts, for the prefilter's window check.
-pub fn time_column(signal: crate::record::Signal) -> &'static str {
-    match signal {
-        crate::record::Signal::Spans => "start_time_unix_nano",
-        crate::record::Signal::Logs => "timestamp",
-        crate::record::Signal::Metrics => "time_unix_nano",
     }
 }
 

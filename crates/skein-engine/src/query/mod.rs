@@ -11,8 +11,10 @@ pub mod filter;
 pub mod search;
 pub mod shadow;
 pub mod sketch;
+pub mod window;
 
-pub use aggregate::{Anomaly, OperationSummary, ServiceSummary, Summary};
-pub use explain::Explain;
+pub use aggregate::{Anomaly, Latency, OperationSummary, ServiceSummary, Summary};
+pub use explain::{Explain, SourceExplain};
 pub use filter::{AttrFilter, AttrPredicate, Cursor, LogQuery, MetricQuery, SpanQuery};
 pub use search::SearchResult;
+pub use window::Window;

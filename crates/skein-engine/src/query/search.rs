@@ -12,6 +12,7 @@ use roaring::RoaringBitmap;
 
 use super::explain::{Explain, SourceExplain};
 use super::filter::{Cursor, RecordQuery, TermGroup};
+use super::window::Window;
 use crate::error::Result;
 use crate::hot::MemTable;
 use crate::part::index::TIME_MARK_STRIDE;
@@ -86,8 +87,8 @@ struct Stream<R: Record> {
     explain: SourceExplain,
 }
 
-fn in_bounds(time: u64, key: RecordKey, window: (u64, u64), cursor: Option<Cursor>) -> bool {
-    time >= window.0 && time < window.1 && cursor.is_none_or(|c| (time, key) < (c.time, c.key))
+fn in_bounds(time: u64, key: RecordKey, window: Window, cursor: Option<Cursor>) -> bool {
+    window.contains(time) && cursor.is_none_or(|c| (time, key) < (c.time, c.key))
 }
 
 /// Intersects posting groups; `None` means "no narrowing".
@@ -178,12 +179,12 @@ impl<R: Columnar> Stream<R> {
     }
 
     fn part<Q: RecordQuery<R>>(part: Arc<Part>, q: &Q, indexes: &mut Vec<String>) -> Option<Self> {
-        let (mut start, mut end) = q.window();
+        let mut window = q.window();
         if let Some(c) = q.cursor() {
-            end = end.min(c.time.saturating_add(1));
+            window = window.ending_by(c.time.saturating_add(1));
         }
         let mut explain = SourceExplain::new("part", Some(part.meta.id));
-        if part.meta.rows == 0 || part.meta.max_time < start || part.meta.min_time >= end {
+        if part.misses(window) {
             explain.pruned = Some("time range".into());
             return Some(Stream {
                 kind: StreamKind::Mem(Vec::new()),
@@ -191,8 +192,9 @@ impl<R: Columnar> Stream<R> {
                 explain,
             });
         }
-        start = start.max(part.meta.min_time);
-        let range = part.index.row_range(part.rows(), start, end);
+        let range = part
+            .index
+            .row_range(part.rows(), window.starting_by(part.meta.min_time));
         let ix = &part.index;
         let cands = candidates(
             &q.term_groups(),

@@ -15,8 +15,8 @@ use arrow_array::cast::AsArray;
 use parking_lot::Mutex;
 use skein_model::Span;
 
-use super::aggregate::Window;
 use super::search::Source;
+use super::window::Window;
 use crate::error::Result;
 use crate::hash::{FastMap, FastSet};
 use crate::hot::MemTable;
@@ -146,7 +146,7 @@ pub fn shadowed_span_rows(sources: &[Source<Span>], w: Window, cache: &ShadowCac
     let mut shadowed = vec![FastSet::default(); sources.len()];
     for i in 1..sources.len() {
         if let Source::Part(p) = &sources[i]
-            && w.misses_part(p)
+            && p.misses(w)
         {
             continue;
         }

@@ -10,11 +10,24 @@ pub const HEADER_LEN: usize = 8;
 /// Payloads larger than this are refused on write and mean damage on read.
 pub const MAX_PAYLOAD: usize = 256 << 20;
 
-pub fn encode_header(payload: &[u8]) -> [u8; HEADER_LEN] {
-    let mut h = [0u8; HEADER_LEN];
-    h[..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-    h[4..].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
-    h
+/// Appends one frame to `out`, its payload the concatenation of `parts`
+/// (a record's header and body, without first joining them). Returns the
+/// frame's length. The payload must be 1..=[`MAX_PAYLOAD`] bytes; callers
+/// check that, as it is the caller's input that is too large.
+pub fn append(out: &mut Vec<u8>, parts: &[&[u8]]) -> usize {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    debug_assert!(len > 0 && len <= MAX_PAYLOAD, "frame payload of {len} bytes");
+    let mut crc = crc32fast::Hasher::new();
+    for p in parts {
+        crc.update(p);
+    }
+    out.reserve(HEADER_LEN + len);
+    out.extend_from_slice(&(len as u32).to_le_bytes());
+    out.extend_from_slice(&crc.finalize().to_le_bytes());
+    for p in parts {
+        out.extend_from_slice(p);
+    }
+    HEADER_LEN + len
 }
 
 /// How a scan of a segment's frames ended.
@@ -114,8 +127,8 @@ mod tests {
     use proptest::prelude::*;
 
     fn frame(payload: &[u8]) -> Vec<u8> {
-        let mut v = encode_header(payload).to_vec();
-        v.extend_from_slice(payload);
+        let mut v = Vec::new();
+        append(&mut v, &[payload]);
         v
     }
 
@@ -189,7 +202,7 @@ mod tests {
             let mut pos = 0;
             for &(offset, payload) in &s.frames {
                 prop_assert_eq!(offset, pos);
-                prop_assert_eq!(&buf[pos..pos + HEADER_LEN], &encode_header(payload)[..]);
+                prop_assert_eq!(&buf[pos..pos + HEADER_LEN + payload.len()], &frame(payload)[..]);
                 pos += HEADER_LEN + payload.len();
             }
             prop_assert!(s.frames.len() >= prefix.len());
@@ -208,6 +221,17 @@ mod tests {
 
     fn end_of(payloads: &[Vec<u8>], n: usize) -> usize {
         payloads[..n].iter().map(|p| HEADER_LEN + p.len()).sum()
+    }
+
+    /// A payload given in parts frames exactly as the same bytes in one.
+    #[test]
+    fn parts_frame_like_their_concatenation() {
+        let mut split = Vec::new();
+        let n = append(&mut split, &[b"head", b"", b"body bytes"]);
+        assert_eq!(n, split.len());
+        assert_eq!(split, frame(b"headbody bytes"));
+        let s = scan(&split);
+        assert_eq!(s.frames, vec![(0, &b"headbody bytes"[..])]);
     }
 
     #[test]

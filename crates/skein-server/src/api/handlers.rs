@@ -34,7 +34,7 @@ fn explain_value(explain: bool, e: &skein_engine::Explain) -> Option<Value> {
 }
 
 fn span_query(p: &mut Params) -> Result<SpanQuery, ApiError> {
-    let (start_ns, end_ns) = p.window()?;
+    let window = p.window()?.unwrap_or_default();
     Ok(SpanQuery {
         service: p.get("service"),
         name: p.get("name"),
@@ -47,8 +47,7 @@ fn span_query(p: &mut Params) -> Result<SpanQuery, ApiError> {
         })?,
         min_duration_ns: p.parse("min_duration", parse_duration)?.map(|d| d.as_nanos() as u64),
         max_duration_ns: p.parse("max_duration", parse_duration)?.map(|d| d.as_nanos() as u64),
-        start_ns,
-        end_ns,
+        window,
         trace_id: p.parse("trace_id", |v| TraceId::from_hex(v).map_err(|e| e.to_string()))?,
         root_only: p.flag("root")?,
         attributes: p.attributes(),
@@ -195,7 +194,7 @@ pub async fn search_spans(State(app): State<Arc<App>>, Query(q): Q) -> Result<Js
 
 pub async fn search_logs(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
     let mut p = Params::new(q);
-    let (start_ns, end_ns) = p.window()?;
+    let window = p.window()?.unwrap_or_default();
     let query = LogQuery {
         service: p.get("service"),
         min_severity: p.parse("severity", |v| {
@@ -208,8 +207,7 @@ pub async fn search_logs(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult 
         })?,
         body_contains: p.get("body_contains").or(p.get("q")),
         attributes: p.attributes(),
-        start_ns,
-        end_ns,
+        window,
         limit: p.limit(100, 10_000)?,
         cursor: cursor(&mut p)?,
     };
@@ -228,13 +226,12 @@ pub async fn search_logs(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult 
 
 pub async fn search_metrics(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
     let mut p = Params::new(q);
-    let (start_ns, end_ns) = p.window()?;
+    let window = p.window()?.unwrap_or_default();
     let query = MetricQuery {
         name: p.get("name"),
         service: p.get("service"),
         attributes: p.attributes(),
-        start_ns,
-        end_ns,
+        window,
         limit: p.limit(100, 10_000)?,
         cursor: cursor(&mut p)?,
     };
@@ -252,16 +249,15 @@ pub async fn search_metrics(State(app): State<Arc<App>>, Query(q): Q) -> ApiResu
 }
 
 fn window_param(p: &mut Params, default_last: Option<&str>) -> Result<Window, ApiError> {
-    let (s, e) = p.window()?;
-    if s.is_none() && e.is_none() {
-        if let Some(d) = default_last {
-            let now = now_ns();
-            let d = parse_duration(d).map_err(ApiError::internal)?;
-            return Ok(Window::new(now.saturating_sub(d.as_nanos() as u64), now));
-        }
-        return Ok(Window::ALL);
+    if let Some(w) = p.window()? {
+        return Ok(w);
     }
-    Ok(Window::new(s.unwrap_or(0), e.unwrap_or(u64::MAX)))
+    if let Some(d) = default_last {
+        let now = now_ns();
+        let d = parse_duration(d).map_err(ApiError::internal)?;
+        return Ok(Window::new(now.saturating_sub(d.as_nanos() as u64), now));
+    }
+    Ok(Window::ALL)
 }
 
 fn window_json(w: Window) -> Value {
@@ -368,8 +364,7 @@ pub async fn correlate(State(app): State<Arc<App>>, Path(id): Path<String>, Quer
         for svc in &services {
             let r = e.search_metrics(&MetricQuery {
                 service: Some(svc.clone()),
-                start_ns: Some(w.start),
-                end_ns: Some(w.end),
+                window: w,
                 limit: 1000,
                 ..Default::default()
             })?;

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use skein_engine::{AttrFilter, AttrPredicate, AttrScope};
+use skein_engine::{AttrFilter, AttrPredicate, AttrScope, Window};
 use skein_model::AnyValue;
 
 use super::ApiError;
@@ -132,8 +132,9 @@ impl Params {
         Ok(l)
     }
 
-    /// `since`/`until`/`last` as a window `[start, end)`.
-    pub fn window(&mut self) -> Result<(Option<u64>, Option<u64>), ApiError> {
+    /// `since`/`until`/`last` as a window `[start, end)`, or `None` when
+    /// none of them is given.
+    pub fn window(&mut self) -> Result<Option<Window>, ApiError> {
         let last = self.parse("last", parse_duration)?;
         let since = self.parse("since", parse_time)?;
         let until = self.parse("until", parse_time)?;
@@ -142,9 +143,9 @@ impl Params {
                 return Err(ApiError::bad_request("use either last or since, not both"));
             }
             let end = until.unwrap_or_else(now_ns);
-            return Ok((Some(end.saturating_sub(d.as_nanos() as u64)), Some(end)));
+            return Ok(Some(Window::new(end.saturating_sub(d.as_nanos() as u64), end)));
         }
-        Ok((since, until))
+        Ok((since.is_some() || until.is_some()).then(|| Window::from_bounds(since, until)))
     }
 
     /// Attribute filters: `attr.KEY=V` (record), `resource.KEY=V`,

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 use serde_json::{Map, Value, json};
-use skein_model::json::{PlainAttrs, any_value_to_plain_json, attrs_to_plain_json};
 use skein_model::log::severity_band;
 use skein_model::metric::{MetricKind, Number, PointValue};
+use skein_model::plain::{PlainAttrs, any_value_to_plain_json, attrs_to_plain_json};
 use skein_model::{LogRecord, MetricPoint, Span};
 
 fn opt_str(s: &str) -> Value {

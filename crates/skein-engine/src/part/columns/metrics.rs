@@ -12,7 +12,7 @@ use skein_model::metric::*;
 use skein_model::{SpanId, TraceId};
 
 use super::*;
-use crate::record::series_id;
+use crate::stats::series_id;
 
 static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
     Arc::new(Schema::new(vec![

@@ -1,0 +1,162 @@
+//! Pre-aggregated statistics of a set of records: per (service, operation)
+//! span counts, errors and duration sketches, traces per service, log
+//! counts by severity, metric series and names. Built as records arrive (by
+//! part writers, and by the hot tier so that aggregations need not scan
+//! it) and stored in each part's sidecar.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+use skein_model::MetricPoint;
+use xxhash_rust::xxh3::Xxh3;
+
+use crate::hash::{FastMap, FastSet, HashWriter};
+use crate::query::sketch::{Sketch, SketchBuilder};
+
+/// Per (service, operation) span statistics of a part.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct OpStats {
+    pub service: String,
+    pub name: String,
+    pub count: u64,
+    pub errors: u64,
+    pub roots: u64,
+    pub durations: Sketch,
+    pub error_durations: u64,
+}
+
+/// Per service: distinct traces in this part.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ServiceStats {
+    pub service: String,
+    pub traces: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PartStats {
+    pub ops: Vec<OpStats>,
+    pub services: Vec<ServiceStats>,
+    /// Logs: (service, severity number, count).
+    pub log_counts: Vec<(String, i32, u64)>,
+    /// Metrics: distinct series ids, sorted.
+    pub series: Vec<u64>,
+    /// Metrics: (metric name, points).
+    pub metric_names: Vec<(String, u64)>,
+}
+
+/// Pre-aggregated statistics of a set of records, built as they arrive (by
+/// part writers, and by the hot tier so that aggregations need not scan it).
+#[derive(Default, Clone)]
+pub struct StatsBuilder {
+    /// By service (nested maps: lookups by `&str` never allocate).
+    services: FastMap<String, ServiceBuilder>,
+    log_counts: HashMap<(String, i32), u64>,
+    series: HashSet<u64>,
+    metric_names: HashMap<String, u64>,
+}
+
+#[derive(Default, Clone)]
+struct ServiceBuilder {
+    /// Span name → stats, with the durations in a builder until a snapshot.
+    ops: FastMap<String, (OpStats, SketchBuilder)>,
+    traces: FastSet<u128>,
+}
+
+impl ServiceBuilder {
+    fn add(&mut self, service_name: &str, s: &skein_model::Span) {
+        self.traces.insert(s.trace_id.as_u128());
+        let (op, durations) = match self.ops.get_mut(&s.name) {
+            Some(op) => op,
+            None => {
+                let op = OpStats {
+                    service: service_name.to_string(),
+                    name: s.name.clone(),
+                    ..Default::default()
+                };
+                self.ops.entry(s.name.clone()).or_insert((op, SketchBuilder::default()))
+            }
+        };
+        op.count += 1;
+        if s.is_error() {
+            op.errors += 1;
+        }
+        if s.is_root() {
+            op.roots += 1;
+        }
+        durations.add(s.duration_ns());
+    }
+}
+
+impl StatsBuilder {
+    pub fn span_stats(&mut self, s: &skein_model::Span) {
+        // One lookup for a service seen before, which is nearly every span.
+        let service_name = s.service_name();
+        match self.services.get_mut(service_name) {
+            Some(service) => service.add(service_name, s),
+            None => self
+                .services
+                .entry(service_name.to_string())
+                .or_default()
+                .add(service_name, s),
+        }
+    }
+
+    pub fn log_stats(&mut self, l: &skein_model::LogRecord) {
+        *self
+            .log_counts
+            .entry((l.service_name().to_string(), l.severity_number))
+            .or_default() += 1;
+    }
+
+    pub fn metric_stats(&mut self, p: &skein_model::MetricPoint) {
+        self.series.insert(series_id(p));
+        *self.metric_names.entry(p.metric.name.clone()).or_default() += 1;
+    }
+
+    /// The statistics so far.
+    pub fn snapshot(&self) -> PartStats {
+        let mut ops: Vec<OpStats> = self
+            .services
+            .values()
+            .flat_map(|m| m.ops.values())
+            .map(|(op, durations)| OpStats {
+                durations: durations.sketch(),
+                ..op.clone()
+            })
+            .collect();
+        ops.sort_by(|a, b| (&a.service, &a.name).cmp(&(&b.service, &b.name)));
+        let mut services: Vec<ServiceStats> = self
+            .services
+            .iter()
+            .map(|(service, b)| ServiceStats {
+                service: service.clone(),
+                traces: b.traces.len() as u64,
+            })
+            .collect();
+        services.sort_by(|a, b| a.service.cmp(&b.service));
+        let mut log_counts: Vec<_> = self.log_counts.iter().map(|((s, v), n)| (s.clone(), *v, *n)).collect();
+        log_counts.sort();
+        let mut series: Vec<u64> = self.series.iter().copied().collect();
+        series.sort_unstable();
+        let mut metric_names: Vec<_> = self.metric_names.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        metric_names.sort();
+        PartStats {
+            ops,
+            services,
+            log_counts,
+            series,
+            metric_names,
+        }
+    }
+}
+
+/// Identity of a metric series: name, resource and point attributes.
+pub fn series_id(p: &MetricPoint) -> u64 {
+    let mut h = Xxh3::new();
+    h.update(p.metric.name.as_bytes());
+    let mut w = HashWriter::default();
+    let _ = postcard::to_io(&p.resource.attributes, &mut w);
+    let _ = postcard::to_io(&p.attributes, &mut w);
+    h.update(&w.digest128().to_le_bytes());
+    h.digest()
+}
