@@ -15,6 +15,31 @@
 //! holds. Compaction outputs name the parts they replace; recovery deletes
 //! replaced parts left by a crash before the output was installed... or
 //! after: either way one copy of each record remains.
+//!
+//! # Locks
+//! What each lock of [`Inner`] protects:
+//! - `freeze_lock`, `flush_lock`, `compact_lock`: one freeze, one flush and
+//!   one compaction at a time. Held for the whole task; outermost.
+//! - `gate` (`RwLock<()>`): the order of WAL sequence numbers and tiers.
+//!   Ingest reads it from its WAL append until its records are in the active
+//!   tier; a freeze writes it while it rotates the WAL and swaps the tier.
+//! - the WAL's own locks (`spare_lock`, then its state, then its counters):
+//!   taken inside `Wal` methods only, never held on return.
+//! - `state` (`RwLock<State>`): which tiers and parts exist. Held only to
+//!   read or swap that list (readers clone it and let go); never across I/O.
+//! - each hot table's `RwLock` (in [`tier::Tier`]): its rows and postings.
+//!   Written by ingest and replay, read by queries and flush.
+//! - `flushed_mx` with `flushed_cv`, `wake` with `wake_cv`: sleeping until a
+//!   flush finishes / waking the background threads. `flushed_mx` is held
+//!   while `state` is read in `wait_for_room`, never the other way round.
+//! - `last_ingest`, the fault list, the shadow and page caches: leaves,
+//!   taken with nothing else acquired after them.
+//!
+//! Locks held at the same time are taken in this order, outermost first: a
+//! task lock → `gate` → WAL → `state` → a hot table. (An ingest holds
+//! `gate` across its WAL append and its table insert; a freeze holds its
+//! lock and `gate` across the WAL rotation and the `state` swap.) No path
+//! takes an earlier lock while holding a later one, so none can deadlock.
 
 mod compact;
 mod recovery;
@@ -321,15 +346,19 @@ impl Engine {
         Ok((r, ex))
     }
 
-    /// Freezes the hot tier and writes it to parts, synchronously.
+    /// Freezes the hot tier and writes it to parts, synchronously. A
+    /// failure is a flush fault until a flush succeeds.
     pub fn flush(&self) -> Result<()> {
-        self.inner.freeze(true)?;
-        self.inner.flush_frozen()
+        self.inner.tracked(FaultKind::Flush, || {
+            self.inner.freeze(true)?;
+            self.inner.flush_frozen()
+        })
     }
 
-    /// Merges parts until no more merges apply, synchronously.
+    /// Merges parts until no more merges apply, synchronously. A failure is
+    /// a compaction fault until a compaction succeeds.
     pub fn compact(&self) -> Result<usize> {
-        self.inner.compact(true)
+        self.inner.tracked(FaultKind::Compaction, || self.inner.compact(true))
     }
 
     pub fn stats(&self) -> EngineStats {
@@ -596,20 +625,18 @@ impl Inner {
         Ok(Some(w.finish()?.with_page_cache(Some(self.page_cache.clone()))))
     }
 
-    /// Runs one round of a background task, keeping its fault up to date.
-    /// Returns whether it failed.
-    fn background(&self, kind: FaultKind, task: impl FnOnce() -> Result<()>) -> bool {
-        match task() {
-            Ok(()) => {
-                self.faults.clear(kind);
-                false
-            }
+    /// Runs one round of a flush or compaction, keeping its fault up to
+    /// date: a failure starts or extends it, a success ends it.
+    fn tracked<T>(&self, kind: FaultKind, task: impl FnOnce() -> Result<T>) -> Result<T> {
+        let result = task();
+        match &result {
+            Ok(_) => self.faults.clear(kind),
             Err(e) => {
-                tracing::error!("{kind}: {e}");
+                tracing::error!("{kind} failed: {e}");
                 self.faults.fail(kind, e.to_string());
-                true
             }
         }
+        result
     }
 
     fn faults(&self) -> Vec<Fault> {
@@ -637,11 +664,11 @@ impl Inner {
             if self.stop.load(Ordering::SeqCst) {
                 return;
             }
-            let failed = self.background(FaultKind::Flush, || {
+            let round = self.tracked(FaultKind::Flush, || {
                 self.freeze(false)?;
                 self.flush_frozen()
             });
-            if failed {
+            if round.is_err() {
                 std::thread::sleep(Duration::from_secs(1));
             }
         }
@@ -651,7 +678,7 @@ impl Inner {
         while !self.stop.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(500));
             let idle = self.last_ingest.lock().elapsed() >= self.opts.compaction.idle_after;
-            if self.background(FaultKind::Compaction, || self.compact(idle).map(|_| ())) {
+            if self.tracked(FaultKind::Compaction, || self.compact(idle)).is_err() {
                 std::thread::sleep(Duration::from_secs(5));
             }
         }
