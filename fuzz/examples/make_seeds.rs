@@ -11,9 +11,11 @@ use std::path::{Path, PathBuf};
 use prost::Message;
 use serde_json::json;
 use skein_engine::codec::encode_batch;
-use skein_engine::part::index::{IndexBuilder, encode};
+use skein_engine::Signal;
+use skein_engine::envelope::Envelope;
+use skein_engine::part::index::{INDEX_ZSTD_LEVEL, IndexBuilder, encode};
 use skein_engine::testdata;
-use skein_engine::wal::frame::encode_header;
+use skein_engine::wal::RecordHeader;
 use skein_model::otlp::{logs_to_otlp, metrics_to_otlp, spans_to_otlp};
 use skein_model::{LogRecord, MetricPoint, Span};
 
@@ -141,16 +143,23 @@ fn main() {
     write(&d, "multi_member", &prefixed(8, &two));
     write(&d, "bomb", &prefixed(16, &gz(&[0u8; 65536])));
 
+    // Frames of real WAL records, encoded as `Wal::append` encodes them.
     let d = dir("wal_frames");
-    let frame = |p: &[u8]| {
-        let mut v = encode_header(p).to_vec();
-        v.extend_from_slice(p);
-        v
-    };
-    let mut log: Vec<u8> = [&b"one"[..], b"two frames", &[7u8; 40]]
-        .iter()
-        .flat_map(|p| frame(p))
-        .collect();
+    let mut log = Vec::new();
+    let mut seq = 1;
+    for (signal, body) in [
+        (Signal::Spans, encode_batch(&spans).unwrap()),
+        (Signal::Logs, b"a short body".to_vec()),
+        (Signal::Metrics, vec![7u8; 40]),
+    ] {
+        let header = RecordHeader {
+            signal,
+            seq_base: seq,
+            count: 3,
+        };
+        header.append_frame(&body, &mut log);
+        seq += 3;
+    }
     write(&d, "clean", &log);
     write(&d, "torn", &log[..log.len() - 5]);
     let mut zero_fill = log.clone();
@@ -175,20 +184,20 @@ fn main() {
     let d = dir("part_index");
     let mut spans_ix = IndexBuilder::default();
     for s in &spans {
-        spans_ix.add(s, |b| b.span_stats(s));
+        spans_ix.add(s);
     }
     let mut logs_ix = IndexBuilder::default();
     for l in &logs {
-        logs_ix.add(l, |b| b.log_stats(l));
+        logs_ix.add(l);
     }
     let mut points_ix = IndexBuilder::default();
     for p in &points {
-        points_ix.add(p, |b| b.metric_stats(p));
+        points_ix.add(p);
     }
     for (name, ix) in [("spans", spans_ix), ("logs", logs_ix), ("metrics", points_ix)] {
-        let file = encode(&ix.finish()).unwrap();
+        let file = encode(&ix.finish(), INDEX_ZSTD_LEVEL).unwrap();
         write(&d, &format!("{name}_file"), &prefixed(0, &file));
-        let body = &file[16..];
+        let body = &file[Envelope::HEADER_LEN..];
         write(&d, &format!("{name}_zstd"), &prefixed(1, body));
         let raw = zstd::bulk::decompress(body, 1 << 20).unwrap();
         write(&d, &format!("{name}_raw"), &prefixed(2, &raw));

@@ -1,8 +1,10 @@
-//! The WAL frame scanner over a (possibly damaged) segment body.
+//! The WAL frame scanner over a (possibly damaged) segment body, and the
+//! record header decoder over every intact frame.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use skein_engine::wal::frame::{HEADER_LEN, MAX_PAYLOAD, Tail, encode_header, scan};
+use skein_engine::wal::RecordHeader;
+use skein_engine::wal::frame::{HEADER_LEN, MAX_PAYLOAD, Tail, append, scan};
 
 fuzz_target!(|data: &[u8]| {
     let s = scan(data);
@@ -11,8 +13,17 @@ fuzz_target!(|data: &[u8]| {
     for &(offset, payload) in &s.frames {
         assert_eq!(offset, pos);
         assert!(!payload.is_empty() && payload.len() <= MAX_PAYLOAD);
-        assert_eq!(&data[pos..pos + HEADER_LEN], &encode_header(payload)[..]);
+        let mut framed = Vec::new();
+        append(&mut framed, &[payload]);
+        assert_eq!(&data[pos..pos + framed.len()], &framed[..]);
         assert_eq!(data[pos + HEADER_LEN..].as_ptr(), payload.as_ptr());
+        // What replay decodes, re-encoded through the same type, is the
+        // same frame.
+        if let Ok((header, body)) = RecordHeader::decode(payload) {
+            let mut again = Vec::new();
+            header.append_frame(body, &mut again);
+            assert_eq!(again, framed, "record header round trip changed the frame");
+        }
         pos += HEADER_LEN + payload.len();
     }
     match &s.tail {

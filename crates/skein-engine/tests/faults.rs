@@ -60,7 +60,11 @@ fn failed_flushes_and_merges_are_faults_until_they_succeed() {
     assert_eq!(kinds(&e), [FaultKind::Flush, FaultKind::Compaction], "{err}");
     let flush = &faults[0];
     assert_eq!(flush.failures, 1);
-    assert!(flush.message.contains("spans"), "the message names the place: {}", flush.message);
+    assert!(
+        flush.message.contains("spans"),
+        "the message names the place: {}",
+        flush.message
+    );
     assert_eq!(flush.message, err.to_string());
     let stats = e.stats();
     assert_eq!(stats.faults, faults, "stats carry the faults");
@@ -74,7 +78,11 @@ fn failed_flushes_and_merges_are_faults_until_they_succeed() {
 
     drop(broken);
     e.flush().unwrap();
-    assert_eq!(kinds(&e), [FaultKind::Compaction], "a flush that succeeds ends the flush fault");
+    assert_eq!(
+        kinds(&e),
+        [FaultKind::Compaction],
+        "a flush that succeeds ends the flush fault"
+    );
     e.compact().unwrap();
     assert!(e.faults().is_empty(), "{:?}", e.faults());
     assert_eq!(e.stats().failures["flush"], 1, "totals keep past failures");
@@ -98,7 +106,11 @@ fn ingest_refuses_while_failing_flushes_leave_no_room() {
     let mut accepted = 0u64;
     let mut next = 0;
     let err = loop {
-        assert!(Instant::now() < deadline, "ingest never refused; faults {:?}", e.faults());
+        assert!(
+            Instant::now() < deadline,
+            "ingest never refused; faults {:?}",
+            e.faults()
+        );
         match e.ingest_spans(corpus.spans(next..next + 10)) {
             Ok(r) => {
                 accepted += r.accepted;
@@ -107,7 +119,9 @@ fn ingest_refuses_while_failing_flushes_leave_no_room() {
             Err(err) => break err,
         }
     };
-    let Error::Background { kind, reason } = &err else { panic!("{err:?}") };
+    let Error::Background { kind, reason } = &err else {
+        panic!("{err:?}")
+    };
     assert_eq!(*kind, FaultKind::Flush);
     assert!(err.is_unavailable());
     assert!(reason.contains("spans"), "{reason}");
@@ -116,7 +130,11 @@ fn ingest_refuses_while_failing_flushes_leave_no_room() {
     drop(broken);
     let deadline = Instant::now() + Duration::from_secs(60);
     while !e.faults().is_empty() {
-        assert!(Instant::now() < deadline, "the flush fault never cleared: {:?}", e.faults());
+        assert!(
+            Instant::now() < deadline,
+            "the flush fault never cleared: {:?}",
+            e.faults()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     accepted += e.ingest_spans(corpus.spans(0..10)).unwrap().accepted;

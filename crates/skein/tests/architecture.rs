@@ -75,11 +75,17 @@ fn the_checker_sees_circles() {
         fs::write(p, text).unwrap();
     };
     write("lib.rs", "mod a; mod b; mod c; mod p;");
-    write("a.rs", "use crate::b::Thing;\n// crate::c::Not in a comment\nconst S: &str = \"crate::c\";");
+    write(
+        "a.rs",
+        "use crate::b::Thing;\n// crate::c::Not in a comment\nconst S: &str = \"crate::c\";",
+    );
     write("b.rs", "use crate::{c::{self, More}, a};\npub struct Thing;");
     write("c.rs", "#[cfg(test)]\nmod tests { use crate::a::X; }\npub struct More;");
     write("p/mod.rs", "pub mod child; pub use child::Item;");
-    write("p/child.rs", "use super::super::c::More; use super::Other; pub struct Item;");
+    write(
+        "p/child.rs",
+        "use super::super::c::More; use super::Other; pub struct Item;",
+    );
     let g = module_graph(dir.path());
     assert_eq!(g["a"], BTreeSet::from(["b".to_string()]));
     assert_eq!(g["b"], BTreeSet::from(["a".to_string(), "c".to_string()]));
@@ -232,7 +238,9 @@ fn paths(code: &str) -> Vec<Vec<String>> {
     let is_ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
     let mut i = 0;
     while i < b.len() {
-        let starts = ["crate::", "super::", "self::"].iter().any(|p| code[i..].starts_with(p));
+        let starts = ["crate::", "super::", "self::"]
+            .iter()
+            .any(|p| code[i..].starts_with(p));
         if starts && (i == 0 || !is_ident(b[i - 1]) && b[i - 1] != b':') {
             i = path_at(code, i, Vec::new(), &mut out);
         } else {
@@ -284,7 +292,11 @@ fn path_at(code: &str, mut i: usize, mut prefix: Vec<String>, out: &mut Vec<Vec<
 
 /// The longest module that `path`, used in `from`, names.
 fn resolve(modules: &BTreeSet<String>, from: &str, path: &[String]) -> Option<String> {
-    let mut base: Vec<&str> = if from.is_empty() { Vec::new() } else { from.split("::").collect() };
+    let mut base: Vec<&str> = if from.is_empty() {
+        Vec::new()
+    } else {
+        from.split("::").collect()
+    };
     let mut segs = path;
     match segs.first().map(String::as_str) {
         Some("crate") => {
