@@ -452,7 +452,11 @@ impl Wal {
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(ms));
                     let Some(wal) = wal.upgrade() else { return };
-                    if let Err(e) = wal.sync() {
+                    // A failed log said so once, when it failed; it has
+                    // nothing more to sync.
+                    if wal.failure().is_none()
+                        && let Err(e) = wal.sync()
+                    {
                         tracing::error!("WAL interval fsync failed: {e}");
                     }
                 }
