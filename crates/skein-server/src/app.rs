@@ -1,9 +1,10 @@
 //! Shared server state.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use skein_engine::Engine;
+use skein_engine::{Engine, Fault};
 use tokio::sync::broadcast;
 
 use crate::admission::Admission;
@@ -26,20 +27,51 @@ pub struct App {
     shutting_down: AtomicBool,
 }
 
-/// Why the engine cannot serve right now.
-#[derive(Debug, Clone, Copy)]
+/// Why the server is not ready (what `/readyz` reports).
+#[derive(Debug, Clone)]
 pub enum NotReady {
+    /// No engine yet: recovery is running.
     Starting,
     ShuttingDown,
+    /// The engine answers queries, but something it must do keeps failing
+    /// and needs an operator (a WAL that refuses writes, failing flushes or
+    /// merges). Never returned by [`App::engine`]: queries still work.
+    Faulted(Vec<Fault>),
 }
 
 impl NotReady {
-    pub fn message(self) -> &'static str {
+    /// The `status` field of `/readyz`.
+    pub fn status(&self) -> &'static str {
         match self {
-            NotReady::Starting => "skein is starting (recovering data); retry shortly",
-            NotReady::ShuttingDown => "skein is shutting down",
+            NotReady::Starting => "starting",
+            NotReady::ShuttingDown => "shutting_down",
+            NotReady::Faulted(_) => "faulted",
         }
     }
+
+    /// One line for people (and log lines, and the `message` of a 503).
+    pub fn message(&self) -> Cow<'static, str> {
+        match self {
+            NotReady::Starting => "skein is starting (recovering data); retry shortly".into(),
+            NotReady::ShuttingDown => "skein is shutting down".into(),
+            NotReady::Faulted(faults) => fault_line(faults).into(),
+        }
+    }
+}
+
+/// Every fault in one line, e.g. `faulted: wal (1 failure): write and
+/// fsync of …: No space left on device (os error 28)`. Engine messages may
+/// carry newlines (a Parquet error's context); a status line must not.
+fn fault_line(faults: &[Fault]) -> String {
+    let each: Vec<String> = faults
+        .iter()
+        .map(|f| {
+            let plural = if f.failures == 1 { "" } else { "s" };
+            let message = f.message.split_whitespace().collect::<Vec<_>>().join(" ");
+            format!("{} ({} failure{plural}): {message}", f.kind, f.failures)
+        })
+        .collect();
+    format!("faulted: {}", each.join("; "))
 }
 
 impl App {
@@ -59,6 +91,8 @@ impl App {
         let _ = self.engine.set(e);
     }
 
+    /// The engine, unless it is starting or shutting down (a faulted engine
+    /// is returned: it still answers queries).
     pub fn engine(&self) -> Result<&Arc<Engine>, NotReady> {
         if self.shutting_down.load(Ordering::SeqCst) {
             return Err(NotReady::ShuttingDown);
@@ -75,7 +109,14 @@ impl App {
         self.shutting_down.store(true, Ordering::SeqCst);
     }
 
+    /// Ready means able to take writes: an engine that is open and has no
+    /// fault in force.
     pub fn ready(&self) -> Result<(), NotReady> {
-        self.engine().map(|_| ())
+        let faults = self.engine()?.faults();
+        if faults.is_empty() {
+            Ok(())
+        } else {
+            Err(NotReady::Faulted(faults))
+        }
     }
 }

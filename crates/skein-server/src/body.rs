@@ -23,6 +23,24 @@ impl BodyError {
             BodyError::TooLarge(m) | BodyError::Malformed(m) | BodyError::UnsupportedType(m) => m,
         }
     }
+
+    /// The HTTP status every ingest route answers it with.
+    pub fn status(&self) -> http::StatusCode {
+        match self {
+            BodyError::TooLarge(_) => http::StatusCode::PAYLOAD_TOO_LARGE,
+            BodyError::Malformed(_) => http::StatusCode::BAD_REQUEST,
+            BodyError::UnsupportedType(_) => http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        }
+    }
+
+    /// The `reason` label of `skein_rejected_requests_total`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            BodyError::TooLarge(_) => "too_large",
+            BodyError::Malformed(_) => "malformed",
+            BodyError::UnsupportedType(_) => "content_type",
+        }
+    }
 }
 
 /// The two OTLP/HTTP encodings.

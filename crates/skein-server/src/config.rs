@@ -22,6 +22,9 @@ pub struct ServerConfig {
     pub max_inflight_bytes: usize,
     /// Hot-tier size before it is written to a part.
     pub hot_max_bytes: usize,
+    /// Hot-tier age before it is written to a part (when not empty).
+    #[serde(with = "millis")]
+    pub hot_max_age: Duration,
     /// Decompressed Parquet pages cached for point reads (0: off).
     pub page_cache_bytes: usize,
     pub wal_salvage: bool,
@@ -45,6 +48,7 @@ impl ServerConfig {
             max_body_bytes: 64 << 20,
             max_inflight_bytes: 64 << 20,
             hot_max_bytes: 64 << 20,
+            hot_max_age: Duration::from_secs(60),
             page_cache_bytes: 32 << 20,
             wal_salvage: false,
             shutdown_timeout: Duration::from_secs(30),
@@ -75,5 +79,18 @@ mod secs {
     }
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         Ok(Duration::from_secs(u64::deserialize(d)?))
+    }
+}
+
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_millis(u64::deserialize(d)?))
     }
 }

@@ -9,9 +9,9 @@ use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use serde_json::json;
+use serde_json::{Value, json};
 
-use crate::app::App;
+use crate::app::{App, NotReady};
 
 pub fn routes() -> Router<Arc<App>> {
     Router::new()
@@ -25,16 +25,23 @@ async fn healthz() -> Response {
 }
 
 async fn readyz(State(app): State<Arc<App>>) -> Response {
-    match app.ready() {
-        Ok(()) => Json(json!({"status": "ready"})).into_response(),
-        Err(nr) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": match nr {
-                crate::app::NotReady::Starting => "starting",
-                crate::app::NotReady::ShuttingDown => "shutting_down",
-            }, "message": nr.message()})),
-        )
-            .into_response(),
+    let (status, body) = readiness(app.ready());
+    (status, Json(body)).into_response()
+}
+
+/// The answer of `/readyz`: 200 `{"status": "ready"}`, or 503 with the
+/// status, a message, and for a faulted engine the faults themselves (kind,
+/// message, since when, how many failures) for tools to act on.
+fn readiness(ready: Result<(), NotReady>) -> (StatusCode, Value) {
+    match ready {
+        Ok(()) => (StatusCode::OK, json!({"status": "ready"})),
+        Err(nr) => {
+            let mut body = json!({"status": nr.status(), "message": nr.message()});
+            if let NotReady::Faulted(faults) = &nr {
+                body["faults"] = serde_json::to_value(faults).unwrap_or(Value::Null);
+            }
+            (StatusCode::SERVICE_UNAVAILABLE, body)
+        }
     }
 }
 
@@ -57,4 +64,50 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
         HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
     );
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use skein_engine::{Fault, FaultKind};
+
+    use super::*;
+
+    #[test]
+    fn a_faulted_engine_is_not_ready_and_says_why() {
+        let (status, body) = readiness(Ok(()));
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(body, json!({"status": "ready"}));
+
+        let (status, body) = readiness(Err(NotReady::Starting));
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body["status"], "starting");
+        assert!(body.get("faults").is_none());
+
+        let faults = vec![
+            Fault {
+                kind: FaultKind::Wal,
+                message: "write and fsync of /d/wal/1.wal: No space left on device (os error 28)".into(),
+                since_unix_nano: 7,
+                failures: 1,
+            },
+            Fault {
+                kind: FaultKind::Flush,
+                message: "create /d/parts/spans/3.tmp:\nNot a directory".into(),
+                since_unix_nano: 9,
+                failures: 4,
+            },
+        ];
+        let (status, body) = readiness(Err(NotReady::Faulted(faults)));
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body["status"], "faulted");
+        assert_eq!(
+            body["message"],
+            "faulted: wal (1 failure): write and fsync of /d/wal/1.wal: No space left on device (os error 28); \
+             flush (4 failures): create /d/parts/spans/3.tmp: Not a directory"
+        );
+        assert_eq!(body["faults"][0]["kind"], "wal");
+        assert_eq!(body["faults"][1]["kind"], "flush");
+        assert_eq!(body["faults"][1]["failures"], 4);
+        assert_eq!(body["faults"][1]["since_unix_nano"], 9);
+    }
 }

@@ -1,7 +1,9 @@
 //! What every ingest front end shares: turning decoded OTLP into stored
-//! records, accounting, and the OTLP partial-success answer.
+//! records, accounting, the OTLP partial-success answer, and the one error
+//! type a refused request is described by.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use opentelemetry_proto::tonic::collector::logs::v1::{
     ExportLogsPartialSuccess, ExportLogsServiceRequest, ExportLogsServiceResponse,
@@ -16,7 +18,8 @@ use skein_engine::{Engine, IngestReport};
 use skein_model::otlp::{self, Decoded};
 use skein_model::{LogRecord, MetricPoint, ModelError, Span};
 
-use crate::app::{App, Arrival};
+use crate::app::{App, Arrival, NotReady};
+use crate::body::BodyError;
 
 /// One OTLP signal: its request and response types and how to store it.
 pub trait OtlpSignal: Send + 'static {
@@ -127,10 +130,88 @@ impl OtlpSignal for Metrics {
 }
 
 /// The result of storing one request's records.
+#[derive(Debug)]
 pub struct Stored {
     pub accepted: u64,
     pub rejected: u64,
     pub message: String,
+}
+
+impl Stored {
+    /// Every record was invalid: a permanent error (400, INVALID_ARGUMENT),
+    /// not a partial success.
+    pub fn nothing_valid(&self) -> bool {
+        self.accepted == 0 && self.rejected > 0
+    }
+}
+
+/// Why an ingest request was refused. Every front end describes its
+/// refusals with it, counts them the same way ([`account`]), and turns them
+/// into its own answer: a `google.rpc.Status` for OTLP/HTTP, an
+/// `{"error": {"code", "message"}}` object for the JSON span API, a
+/// `Status` for gRPC.
+#[derive(Debug)]
+pub enum IngestError {
+    /// No engine to store with: starting or shutting down.
+    NotReady(NotReady),
+    /// The admission budget is spent; the client should back off.
+    Overloaded,
+    /// The body could not be read: too large, bad gzip, unknown type.
+    Body(BodyError),
+    /// The body was read but is not a request in the route's format.
+    Malformed(String),
+    /// The engine cannot store now, through no fault of the request (a WAL
+    /// that refuses writes, flushes that keep failing, a closing engine): a
+    /// retry later may succeed.
+    Unavailable(String),
+    Internal(String),
+}
+
+impl IngestError {
+    /// Classifies a failed store: 503 / UNAVAILABLE for what a retry may
+    /// fix, 500 / INTERNAL for the rest.
+    pub fn storing(e: skein_engine::Error) -> Self {
+        let message = format!("storing failed: {e}");
+        if e.is_unavailable() {
+            IngestError::Unavailable(message)
+        } else {
+            IngestError::Internal(message)
+        }
+    }
+
+    /// The `reason` label of `skein_rejected_requests_total`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            IngestError::NotReady(_) => "not_ready",
+            IngestError::Overloaded => "overloaded",
+            IngestError::Body(b) => b.reason(),
+            IngestError::Malformed(_) => "malformed",
+            IngestError::Unavailable(_) => "unavailable",
+            IngestError::Internal(_) => "internal",
+        }
+    }
+
+    /// Counts this refusal in `skein_rejected_requests_total`.
+    pub fn count(&self, app: &App) {
+        app.metrics
+            .rejected_requests
+            .add(&format!("reason=\"{}\"", self.reason()), 1);
+    }
+}
+
+/// Accounts for the outcome of one ingest request, the same for every
+/// front end: a refusal by its reason, a request with nothing valid as
+/// `invalid_records`, and the latency of every request that was stored.
+pub fn account(app: &App, started: Instant, outcome: &Result<Stored, IngestError>) {
+    match outcome {
+        Ok(stored) => {
+            app.metrics.ingest_latency.observe(started.elapsed().as_secs_f64());
+            if stored.nothing_valid() {
+                app.metrics.rejected_requests.add("reason=\"invalid_records\"", 1);
+            }
+        }
+        Err(e) => e.count(app),
+    }
 }
 
 /// Stores decoded records (blocking: call from a blocking thread) and

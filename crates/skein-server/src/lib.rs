@@ -8,6 +8,7 @@ pub mod app;
 pub mod body;
 pub mod config;
 mod health;
+mod http_ingest;
 mod ingest;
 pub mod json_api;
 pub mod metrics;

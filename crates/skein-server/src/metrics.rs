@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use parking_lot::Mutex;
-use skein_engine::EngineStats;
+use skein_engine::{EngineStats, FaultKind};
 
 /// Counters keyed by a label set, e.g. `signal="spans",protocol="grpc"`.
 #[derive(Default)]
@@ -262,6 +262,24 @@ impl Metrics {
                 "Point-read pages read from disk and decompressed.",
                 s.page_cache.misses as f64,
             );
+            // Every kind is listed, 0 when healthy, so an alert on `== 1`
+            // (or on `increase(...) > 0`) needs no `absent()` companion.
+            let _ = writeln!(
+                out,
+                "# HELP skein_engine_fault Whether a fault that needs an operator is in force, by kind (1: see /readyz).\n# TYPE skein_engine_fault gauge"
+            );
+            for kind in FaultKind::ALL {
+                let on = s.faults.iter().any(|f| f.kind == kind);
+                let _ = writeln!(out, "skein_engine_fault{{kind=\"{kind}\"}} {}", u8::from(on));
+            }
+            let _ = writeln!(
+                out,
+                "# HELP skein_engine_failures_total Failures of the WAL, flushes and compactions, by kind.\n# TYPE skein_engine_failures_total counter"
+            );
+            for kind in FaultKind::ALL {
+                let n = s.failures.get(kind.as_str()).copied().unwrap_or(0);
+                let _ = writeln!(out, "skein_engine_failures_total{{kind=\"{kind}\"}} {n}");
+            }
         }
         if let Some(rss) = resident_bytes() {
             gauge(
@@ -290,4 +308,58 @@ pub fn resident_bytes() -> Option<u64> {
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     Some(pages * page.max(1) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use skein_engine::Fault;
+
+    use super::*;
+
+    #[test]
+    fn faults_and_failures_are_listed_for_every_kind() {
+        let m = Metrics::new();
+        let healthy = m.render(Some(&EngineStats::default()), 0, 1);
+        for kind in ["wal", "flush", "compaction"] {
+            assert!(
+                healthy.contains(&format!("skein_engine_fault{{kind=\"{kind}\"}} 0\n")),
+                "{healthy}"
+            );
+            assert!(
+                healthy.contains(&format!("skein_engine_failures_total{{kind=\"{kind}\"}} 0\n")),
+                "{healthy}"
+            );
+        }
+        assert!(healthy.contains("# TYPE skein_engine_fault gauge\n"));
+        assert!(healthy.contains("# TYPE skein_engine_failures_total counter\n"));
+
+        let stats = EngineStats {
+            faults: vec![Fault {
+                kind: FaultKind::Flush,
+                message: "create x: Not a directory".into(),
+                since_unix_nano: 1,
+                failures: 3,
+            }],
+            failures: [("wal", 0), ("flush", 5), ("compaction", 2)]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            ..Default::default()
+        };
+        let faulted = m.render(Some(&stats), 0, 1);
+        assert!(faulted.contains("skein_engine_fault{kind=\"flush\"} 1\n"), "{faulted}");
+        assert!(faulted.contains("skein_engine_fault{kind=\"wal\"} 0\n"), "{faulted}");
+        assert!(
+            faulted.contains("skein_engine_fault{kind=\"compaction\"} 0\n"),
+            "{faulted}"
+        );
+        assert!(
+            faulted.contains("skein_engine_failures_total{kind=\"flush\"} 5\n"),
+            "{faulted}"
+        );
+        assert!(
+            faulted.contains("skein_engine_failures_total{kind=\"compaction\"} 2\n"),
+            "{faulted}"
+        );
+    }
 }

@@ -1,7 +1,8 @@
 //! OTLP/gRPC: the collector's Trace, Logs and Metrics services (tonic), with
-//! gzip. Admission control answers RESOURCE_EXHAUSTED; invalid records are
-//! reported through partial success, a wholly invalid request is
-//! INVALID_ARGUMENT.
+//! gzip. Admission control answers RESOURCE_EXHAUSTED; an engine that cannot
+//! store (a failed WAL, failing flushes, starting or closing) UNAVAILABLE;
+//! invalid records are reported through partial success, a wholly invalid
+//! request is INVALID_ARGUMENT.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,7 +20,7 @@ use tonic::codec::CompressionEncoding;
 use tonic::{Request, Response, Status};
 
 use crate::app::App;
-use crate::ingest::{self, Logs, Metrics, OtlpSignal, Traces};
+use crate::ingest::{self, IngestError, Logs, Metrics, OtlpSignal, Stored, Traces};
 
 #[derive(Clone)]
 pub struct Otlp {
@@ -28,29 +29,45 @@ pub struct Otlp {
 
 async fn export<S: OtlpSignal>(app: &Arc<App>, req: S::Request) -> Result<S::Response, Status> {
     let started = Instant::now();
-    let engine = app.engine().map_err(|nr| Status::unavailable(nr.message()))?.clone();
-    let size = req.encoded_len();
-    let Some(ticket) = app.admission.try_admit(size) else {
-        app.metrics.rejected_requests.add("reason=\"overloaded\"", 1);
-        return Err(Status::resource_exhausted(
-            "ingest is at capacity (in-flight request bytes); retry with backoff",
-        ));
-    };
-    let app2 = app.clone();
-    let stored = tokio::task::spawn_blocking(move || {
-        let _ticket = ticket;
-        let decoded = S::convert(req);
-        ingest::store::<S>(&app2, &engine, decoded, "grpc", size)
-    })
-    .await
-    .map_err(|e| Status::internal(e.to_string()))?
-    .map_err(|e| Status::internal(format!("storing failed: {e}")))?;
-    app.metrics.ingest_latency.observe(started.elapsed().as_secs_f64());
-    if stored.accepted == 0 && stored.rejected > 0 {
-        app.metrics.rejected_requests.add("reason=\"invalid_records\"", 1);
+    let outcome = store::<S>(app, req).await;
+    ingest::account(app, started, &outcome);
+    let stored = outcome.map_err(status)?;
+    if stored.nothing_valid() {
         return Err(Status::invalid_argument(stored.message));
     }
     Ok(S::response(stored.rejected, stored.message))
+}
+
+/// Admits a decoded request (tonic read and decoded it within the size
+/// limit) and stores it on a blocking thread.
+async fn store<S: OtlpSignal>(app: &Arc<App>, req: S::Request) -> Result<Stored, IngestError> {
+    let engine = app.engine().map_err(IngestError::NotReady)?.clone();
+    let size = req.encoded_len();
+    let ticket = app.admission.try_admit(size).ok_or(IngestError::Overloaded)?;
+    let app = app.clone();
+    tokio::task::spawn_blocking(move || {
+        let _ticket = ticket;
+        let decoded = S::convert(req);
+        ingest::store::<S>(&app, &engine, decoded, "grpc", size).map_err(IngestError::storing)
+    })
+    .await
+    .map_err(|e| IngestError::Internal(e.to_string()))?
+}
+
+/// The gRPC status of a refused request.
+fn status(e: IngestError) -> Status {
+    match e {
+        IngestError::NotReady(nr) => Status::unavailable(nr.message()),
+        IngestError::Overloaded => {
+            Status::resource_exhausted("ingest is at capacity (in-flight request bytes); retry with backoff")
+        }
+        // tonic reads and decodes gRPC bodies itself: these come from HTTP
+        // only, but a refusal is a refusal.
+        IngestError::Body(b) => Status::invalid_argument(b.message()),
+        IngestError::Malformed(m) => Status::invalid_argument(m),
+        IngestError::Unavailable(m) => Status::unavailable(m),
+        IngestError::Internal(m) => Status::internal(m),
+    }
 }
 
 #[tonic::async_trait]
@@ -112,4 +129,26 @@ pub fn router(app: Arc<App>) -> tonic::service::Routes {
                 .max_decoding_message_size(limit),
         );
     routes.routes()
+}
+
+#[cfg(test)]
+mod tests {
+    use skein_model::corpus::Corpus;
+    use skein_model::otlp::spans_to_otlp;
+
+    use super::*;
+    use crate::http_ingest::tests::{app_with_engine, rejected};
+
+    #[tokio::test]
+    async fn a_store_the_engine_refuses_is_unavailable() {
+        let dir = tempfile::tempdir().unwrap();
+        let (app, engine) = app_with_engine(dir.path());
+        let request = spans_to_otlp(&Corpus::with_shape(1, 2, 1, 1, 1_700_000_000_000_000_000).spans(0..1));
+        assert!(export::<Traces>(&app, request.clone()).await.is_ok());
+        engine.close().unwrap();
+        let status = export::<Traces>(&app, request).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+        assert_eq!(status.message(), "storing failed: the engine is shutting down");
+        assert!(rejected(&app, "unavailable"));
+    }
 }

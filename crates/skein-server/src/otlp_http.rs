@@ -1,10 +1,12 @@
 //! OTLP/HTTP: `POST /v1/traces`, `/v1/logs`, `/v1/metrics`, binary protobuf
 //! or JSON, optionally gzip, answered as the OTLP spec says (the response in
 //! the request's encoding; partial success with counts and a message; a
-//! `google.rpc.Status` body on errors; 503 + `Retry-After` under load).
+//! `google.rpc.Status` body on errors; 503 + `Retry-After` under load and
+//! when the engine cannot store). Admission, body and storing are the
+//! shared front door's (`http_ingest`).
 
+use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::Router;
 use axum::body::Body;
@@ -13,10 +15,12 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use prost::Message;
+use skein_model::otlp::Decoded;
 
 use crate::app::App;
-use crate::body::{self, BodyError, Encoding};
-use crate::ingest::{self, Logs, Metrics, OtlpSignal, Traces};
+use crate::body::{self, Encoding};
+use crate::http_ingest;
+use crate::ingest::{IngestError, Logs, Metrics, OtlpSignal, Traces};
 
 pub fn routes() -> Router<Arc<App>> {
     Router::new()
@@ -59,106 +63,60 @@ pub fn error_response(status: StatusCode, code: i32, message: &str, enc: Encodin
     resp
 }
 
-fn body_error(app: &App, e: BodyError, enc: Encoding) -> Response {
-    let (status, reason) = match e {
-        BodyError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
-        BodyError::Malformed(_) => (StatusCode::BAD_REQUEST, "malformed"),
-        BodyError::UnsupportedType(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "content_type"),
+/// The OTLP answer to a refused request, in the request's encoding.
+fn refusal(e: &IngestError, enc: Encoding) -> Response {
+    let (status, code, message): (StatusCode, i32, Cow<'_, str>) = match e {
+        IngestError::NotReady(nr) => (StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE, nr.message()),
+        IngestError::Overloaded => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            RESOURCE_EXHAUSTED,
+            "ingest is at capacity (in-flight request bytes); retry after the indicated delay".into(),
+        ),
+        IngestError::Body(b) => (b.status(), INVALID_ARGUMENT, b.message().into()),
+        IngestError::Malformed(m) => (StatusCode::BAD_REQUEST, INVALID_ARGUMENT, m.into()),
+        IngestError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE, m.into()),
+        IngestError::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, INTERNAL, m.into()),
     };
-    app.metrics.rejected_requests.add(&format!("reason=\"{reason}\""), 1);
-    error_response(status, INVALID_ARGUMENT, e.message(), enc)
+    error_response(status, code, &message, enc)
 }
 
-pub fn overloaded(app: &App, enc: Encoding) -> Response {
-    app.metrics.rejected_requests.add("reason=\"overloaded\"", 1);
-    error_response(
-        StatusCode::SERVICE_UNAVAILABLE,
-        RESOURCE_EXHAUSTED,
-        "ingest is at capacity (in-flight request bytes); retry after the indicated delay",
-        enc,
-    )
+/// Decodes a request body of `enc` and converts it to records.
+fn decode<S: OtlpSignal>(enc: Encoding, bytes: &[u8]) -> Result<Decoded<S::Record>, String> {
+    let request = match enc {
+        Encoding::Protobuf => S::Request::decode(bytes).map_err(|e| {
+            format!(
+                "invalid protobuf {}: {e}",
+                std::any::type_name::<S::Request>()
+                    .rsplit("::")
+                    .next()
+                    .unwrap_or("request")
+            )
+        })?,
+        Encoding::Json => S::decode_json(bytes).map_err(|e| format!("invalid OTLP/JSON: {e}"))?,
+    };
+    Ok(S::convert(request))
 }
 
 async fn export<S: OtlpSignal>(State(app): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
-    let started = Instant::now();
-    // Errors before the type is known answer in JSON only if asked for it.
+    // Errors before the type is known answer in protobuf (the default
+    // encoding of OTLP/HTTP).
     let enc = match body::encoding(&headers) {
         Ok(e) => e,
-        Err(e) => return body_error(&app, e, Encoding::Protobuf),
-    };
-    let engine = match app.engine() {
-        Ok(e) => e.clone(),
-        Err(nr) => {
-            app.metrics.rejected_requests.add("reason=\"not_ready\"", 1);
-            return error_response(StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE, nr.message(), enc);
+        Err(e) => {
+            let e = IngestError::Body(e);
+            e.count(&app);
+            return refusal(&e, Encoding::Protobuf);
         }
     };
-    let limit = app.config.max_body_bytes;
-    let announced = body::content_length(&headers).unwrap_or(64 << 10).min(limit);
-    let Some(mut ticket) = app.admission.try_admit(announced) else {
-        body::drain(body, limit).await;
-        return overloaded(&app, enc);
+    let protocol = match enc {
+        Encoding::Protobuf => "http_protobuf",
+        Encoding::Json => "http_json",
     };
-    let bytes = match body::read(&headers, body, limit).await {
-        Ok(b) => b,
-        Err(e) => return body_error(&app, e, enc),
+    let stored = match http_ingest::receive::<S>(&app, &headers, body, protocol, move |b| decode::<S>(enc, b)).await {
+        Ok(s) => s,
+        Err(e) => return refusal(&e, enc),
     };
-    if bytes.len() > announced && !app.admission.try_grow(&mut ticket, bytes.len() - announced) {
-        return overloaded(&app, enc);
-    }
-    let app2 = app.clone();
-    let result = tokio::task::spawn_blocking(move || {
-        let _ticket = ticket;
-        let request = match enc {
-            Encoding::Protobuf => S::Request::decode(bytes.as_ref()).map_err(|e| {
-                format!(
-                    "invalid protobuf {}: {e}",
-                    std::any::type_name::<S::Request>()
-                        .rsplit("::")
-                        .next()
-                        .unwrap_or("request")
-                )
-            }),
-            Encoding::Json => S::decode_json(&bytes).map_err(|e| format!("invalid OTLP/JSON: {e}")),
-        };
-        let request = match request {
-            Ok(r) => r,
-            Err(msg) => return Err((StatusCode::BAD_REQUEST, INVALID_ARGUMENT, msg)),
-        };
-        let decoded = S::convert(request);
-        let proto = match enc {
-            Encoding::Protobuf => "http_protobuf",
-            Encoding::Json => "http_json",
-        };
-        ingest::store::<S>(&app2, &engine, decoded, proto, bytes.len()).map_err(|e| {
-            (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                INTERNAL,
-                format!("storing failed: {e}"),
-            )
-        })
-    })
-    .await;
-    let stored = match result {
-        Ok(Ok(s)) => s,
-        Ok(Err((status, code, msg))) => {
-            app.metrics.rejected_requests.add(
-                if status == StatusCode::BAD_REQUEST {
-                    "reason=\"malformed\""
-                } else {
-                    "reason=\"internal\""
-                },
-                1,
-            );
-            return error_response(status, code, &msg, enc);
-        }
-        Err(e) => return error_response(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL, &e.to_string(), enc),
-    };
-    app.metrics.ingest_latency.observe(started.elapsed().as_secs_f64());
-    if stored.accepted == 0 && stored.rejected > 0 {
-        // Nothing in the request was valid: a permanent error, not a
-        // partial success.
-        app.metrics.rejected_requests.add("reason=\"invalid_records\"", 1);
+    if stored.nothing_valid() {
         return error_response(StatusCode::BAD_REQUEST, INVALID_ARGUMENT, &stored.message, enc);
     }
     let resp = S::response(stored.rejected, stored.message);
@@ -170,4 +128,55 @@ async fn export<S: OtlpSignal>(State(app): State<Arc<App>>, headers: HeaderMap, 
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(enc.content_type()));
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use skein_model::corpus::Corpus;
+    use skein_model::otlp::spans_to_otlp;
+
+    use super::*;
+    use crate::http_ingest::tests::{app_with_engine, rejected};
+
+    /// A store the engine refuses (here: closed; the binary's tests fail
+    /// its WAL and its flushes) is a 503 UNAVAILABLE with Retry-After, not
+    /// a 500, in either encoding.
+    #[tokio::test]
+    async fn a_store_the_engine_refuses_is_503_unavailable() {
+        let dir = tempfile::tempdir().unwrap();
+        let (app, engine) = app_with_engine(dir.path());
+        engine.close().unwrap();
+        let request = spans_to_otlp(&Corpus::with_shape(1, 2, 1, 1, 1_700_000_000_000_000_000).spans(0..1));
+        for enc in [Encoding::Protobuf, Encoding::Json] {
+            let bytes = match enc {
+                Encoding::Protobuf => request.encode_to_vec(),
+                Encoding::Json => serde_json::to_vec(&request).unwrap(),
+            };
+            let mut headers = HeaderMap::new();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(enc.content_type()));
+            let r = export::<Traces>(State(app.clone()), headers, Body::from(bytes)).await;
+            assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE, "{enc:?}");
+            assert_eq!(r.headers()[header::RETRY_AFTER], "1");
+            assert_eq!(r.headers()[header::CONTENT_TYPE], enc.content_type());
+            let body = axum::body::to_bytes(r.into_body(), usize::MAX).await.unwrap();
+            let status = match enc {
+                Encoding::Protobuf => RpcStatus::decode(body.as_ref()).unwrap(),
+                Encoding::Json => {
+                    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                    RpcStatus {
+                        code: v["code"].as_i64().unwrap() as i32,
+                        message: v["message"].as_str().unwrap().to_string(),
+                    }
+                }
+            };
+            assert_eq!(status.code, UNAVAILABLE, "{enc:?}");
+            assert_eq!(status.message, "storing failed: the engine is shutting down");
+        }
+        let m = app.metrics.render(None, 0, 1);
+        assert!(
+            m.contains("skein_rejected_requests_total{reason=\"unavailable\"} 2\n"),
+            "{m}"
+        );
+        assert!(!rejected(&app, "internal"));
+    }
 }

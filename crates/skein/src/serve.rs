@@ -43,6 +43,10 @@ pub struct ServeArgs {
     /// Hot-tier size before it is written to a Parquet part [default: 64MiB].
     #[arg(long, env = "SKEIN_HOT_MAX_BYTES", value_name = "SIZE")]
     hot_max_bytes: Option<String>,
+    /// Hot-tier age before it is written to a Parquet part (when it holds
+    /// anything), e.g. 60s, 500ms [default: 60s].
+    #[arg(long, env = "SKEIN_HOT_MAX_AGE", value_name = "DURATION")]
+    hot_max_age: Option<String>,
     /// Decompressed Parquet pages kept in memory for trace lookups and
     /// searches of recent data; 0 turns the cache off [default: 32MiB].
     #[arg(long, env = "SKEIN_PAGE_CACHE_BYTES", value_name = "SIZE")]
@@ -71,6 +75,7 @@ struct FileConfig {
     max_body_bytes: Option<toml::Value>,
     max_inflight_bytes: Option<toml::Value>,
     hot_max_bytes: Option<toml::Value>,
+    hot_max_age: Option<String>,
     page_cache_bytes: Option<toml::Value>,
     wal_salvage: Option<bool>,
     shutdown_timeout: Option<u64>,
@@ -100,6 +105,18 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
         }
     };
     n.checked_mul(mult).ok_or_else(|| format!("size {s:?} is too large"))
+}
+
+/// Parses a duration with its unit: `500ms`, `60s`, `5m`. Zero is refused:
+/// a hot tier that is always due would be written to a part at every
+/// wake-up of the flush thread.
+pub fn parse_age(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|e| format!("invalid duration {s:?} ({e}): use e.g. 500ms, 60s, 5m"))?;
+    if d.is_zero() {
+        return Err(format!("invalid duration {s:?}: must be more than 0"));
+    }
+    Ok(d)
 }
 
 fn toml_size(v: &toml::Value) -> Result<usize, String> {
@@ -173,6 +190,11 @@ fn build_config(args: &ServeArgs) -> Result<(ServerConfig, String), String> {
         "hot-max-bytes",
         c.hot_max_bytes,
     )?;
+    if let Some(a) = args.hot_max_age.as_ref() {
+        c.hot_max_age = parse_age(a).map_err(|e| format!("--hot-max-age: {e}"))?;
+    } else if let Some(a) = file.hot_max_age.as_ref() {
+        c.hot_max_age = parse_age(a).map_err(|e| format!("hot_max_age in config: {e}"))?;
+    }
     c.page_cache_bytes = size(
         &args.page_cache_bytes,
         &file.page_cache_bytes,
@@ -242,6 +264,30 @@ mod tests {
         assert_eq!(parse_size("10 MB").unwrap(), 10_000_000);
         assert!(parse_size("ten").unwrap_err().contains("invalid size"));
         assert!(parse_size("5 parsecs").unwrap_err().contains("unit"));
+    }
+
+    #[test]
+    fn hot_max_age_comes_from_the_flag_or_the_file() {
+        assert_eq!(parse_age("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_age("5m").unwrap(), Duration::from_secs(300));
+        assert!(parse_age("5").unwrap_err().contains("invalid duration"));
+        assert!(parse_age("0s").unwrap_err().contains("more than 0"));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("skein.toml");
+        std::fs::write(&path, "hot_max_age = \"2s\"\n").unwrap();
+        let mut args = ServeArgs {
+            config: Some(path),
+            ..Default::default()
+        };
+        assert_eq!(
+            build_config(&ServeArgs::default()).unwrap().0.hot_max_age,
+            Duration::from_secs(60)
+        );
+        assert_eq!(build_config(&args).unwrap().0.hot_max_age, Duration::from_secs(2));
+        args.hot_max_age = Some("250ms".into());
+        assert_eq!(build_config(&args).unwrap().0.hot_max_age, Duration::from_millis(250));
+        args.hot_max_age = Some("soon".into());
+        assert!(build_config(&args).unwrap_err().starts_with("--hot-max-age: "));
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //!
 //! The clients come from tests/requirements.txt (pip) and
 //! tests/conformance/package.json (`npm ci --prefix tests/conformance`),
-//! which test.sh installs. When one is missing the test is skipped, or fails
-//! when `SKEIN_REQUIRE_CLIENTS=1` (as test.sh and CI set it).
+//! which test.sh installs. A missing client fails the test, saying how to
+//! install it: a skipped conformance test would read as a passing one.
 
 mod common;
 
@@ -25,19 +25,11 @@ fn repo_root() -> PathBuf {
     root.canonicalize().unwrap_or(root)
 }
 
-fn clients_required() -> bool {
-    std::env::var("SKEIN_REQUIRE_CLIENTS").is_ok_and(|v| v == "1")
-}
-
-/// `true` to go on; `false` (after saying why) to skip. Fails instead of
-/// skipping when clients are required.
-fn client_available(what: &str, missing: Option<String>, install: &str) -> bool {
-    let Some(why) = missing else { return true };
-    if clients_required() {
-        panic!("{what} is missing and SKEIN_REQUIRE_CLIENTS=1: {why}\ninstall it with: {install}");
+/// Fails the test when a client is missing, naming what and how to get it.
+fn require_client(what: &str, missing: Option<String>, install: &str) {
+    if let Some(why) = missing {
+        panic!("{what} is missing ({why}); ./test.sh installs it, or from the repository root: {install}");
     }
-    eprintln!("skipping: {what} is missing ({why}); install it with: {install}");
-    false
 }
 
 fn python_missing(root: &Path) -> Option<String> {
@@ -134,13 +126,11 @@ fn run_client(what: &str, mut cmd: Command, server: &Server) {
 #[test]
 fn opentelemetry_python_sdk_over_grpc_and_http_protobuf() {
     let root = repo_root();
-    if !client_available(
+    require_client(
         "the OpenTelemetry Python SDK",
         python_missing(&root),
         "python3 -m pip install -r tests/requirements.txt",
-    ) {
-        return;
-    }
+    );
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("data"), &[]);
     let mut cmd = Command::new("python3");
@@ -151,13 +141,11 @@ fn opentelemetry_python_sdk_over_grpc_and_http_protobuf() {
 #[test]
 fn opentelemetry_js_sdk_over_http_json() {
     let root = repo_root();
-    if !client_available(
+    require_client(
         "the OpenTelemetry JS SDK",
         node_missing(&root),
         "npm ci --prefix tests/conformance",
-    ) {
-        return;
-    }
+    );
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("data"), &[]);
     let mut cmd = Command::new("node");

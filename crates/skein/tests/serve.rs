@@ -9,9 +9,9 @@ use std::sync::Arc;
 use common::Server;
 use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
 use prost::Message;
+use skein_model::Span;
 use skein_model::corpus::{Corpus, HOUR_NS};
 use skein_model::otlp::{spans_from_otlp, spans_to_otlp};
-use skein_model::{KeyValue, Resource, Span};
 
 fn now_ns() -> u64 {
     std::time::SystemTime::now()
@@ -338,41 +338,177 @@ fn flooding_beyond_capacity_sheds_load_and_keeps_every_ack() {
     }
 }
 
+/// The keys an OpenAPI 200 description like `{traces: [...], next_cursor}`
+/// names (`...` is "and more"); `None` for a description that is not an
+/// object's shape.
+fn documented_keys(description: &str) -> Option<Vec<String>> {
+    let inner = description.strip_prefix('{')?.strip_suffix('}')?;
+    let mut keys = Vec::new();
+    let (mut depth, mut key) = (0, String::new());
+    for ch in inner.chars().chain([',']) {
+        match ch {
+            '[' | '{' => depth += 1,
+            ']' | '}' => depth -= 1,
+            ',' if depth == 0 => {
+                let k = key.split(':').next().unwrap_or("").trim().to_string();
+                if !k.is_empty() && k != "..." {
+                    keys.push(k);
+                }
+                key.clear();
+            }
+            c if depth == 0 => key.push(c),
+            _ => {}
+        }
+    }
+    Some(keys)
+}
+
 #[test]
-fn every_api_route_exists() {
+fn every_api_route_answers_its_documented_shape() {
     let dir = tempfile::tempdir().unwrap();
     let s = Server::start(&dir.path().join("data"), &[]);
     let http = client();
-    let res = Arc::new(Resource {
-        attributes: vec![KeyValue::new("service.name", "svc")],
-        ..Default::default()
-    });
-    let _ = res;
-    let doc = s.get_json("/api/v1/openapi.json");
-    for (path, ops) in doc["paths"].as_object().unwrap() {
-        let concrete = path
-            .replace("{trace_id}", "4bf92f3577b34da6a3ce929d0e0e4736")
-            .replace("{service}", "svc");
-        for method in ops.as_object().unwrap().keys() {
-            if path.ends_with("/tail") {
-                continue; // a stream; covered by the CLI tests
-            }
-            let r = match method.as_str() {
-                "get" => http.get(format!("{}{concrete}", s.api)).send().unwrap(),
-                "post" => http
-                    .post(format!("{}{concrete}", s.api))
-                    .json(&serde_json::json!([]))
-                    .send()
-                    .unwrap(),
-                m => panic!("unexpected method {m}"),
-            };
-            let code = r.status().as_u16();
-            assert!(
-                code != 405 && (code != 404 || concrete.contains("4bf92f")),
-                "{method} {path}: {code}"
-            );
-        }
+    // A trace of service svc in the last hour, some logs and metric points:
+    // every route has something to answer.
+    let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let t0 = now_ns() - HOUR_NS / 4;
+    let spans = serde_json::json!([
+        {"trace_id": trace_id, "span_id": "00f067aa0ba902b7", "name": "GET /cart", "service": "svc",
+         "kind": "server", "start_time_unix_nano": t0, "duration_ns": 2_000_000, "status": "error"},
+        {"trace_id": trace_id, "span_id": "00f067aa0ba902b8", "parent_span_id": "00f067aa0ba902b7",
+         "name": "SELECT cart", "service": "svc", "start_time_unix_nano": t0 + 100, "duration_ns": 800}
+    ]);
+    let r = http
+        .post(format!("{}/api/v1/spans", s.api))
+        .json(&spans)
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    for (signal, body) in [
+        (
+            "logs",
+            skein_model::otlp::logs_to_otlp(&skein_engine::testdata::logs(6)).encode_to_vec(),
+        ),
+        (
+            "metrics",
+            skein_model::otlp::metrics_to_otlp(&skein_engine::testdata::metric_points(4)).encode_to_vec(),
+        ),
+    ] {
+        let r = http
+            .post(format!("{}/v1/{signal}", s.otlp_http))
+            .header("content-type", "application/x-protobuf")
+            .body(body)
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), 200, "{signal}");
     }
+
+    // A valid request for every documented route (a route missing here
+    // fails the test: its shape must be checked too).
+    let requests: &[(&str, &str, &str)] = &[
+        ("get", "/api/v1/traces", "/api/v1/traces?service=svc"),
+        (
+            "get",
+            "/api/v1/traces/{trace_id}",
+            "/api/v1/traces/4bf92f3577b34da6a3ce929d0e0e4736",
+        ),
+        ("get", "/api/v1/spans", "/api/v1/spans?service=svc"),
+        ("post", "/api/v1/spans", "/api/v1/spans"),
+        ("get", "/api/v1/logs", "/api/v1/logs"),
+        ("get", "/api/v1/metrics", "/api/v1/metrics"),
+        ("get", "/api/v1/services", "/api/v1/services"),
+        (
+            "get",
+            "/api/v1/services/{service}/operations",
+            "/api/v1/services/svc/operations",
+        ),
+        ("get", "/api/v1/summary", "/api/v1/summary"),
+        ("get", "/api/v1/anomalies", "/api/v1/anomalies"),
+        (
+            "get",
+            "/api/v1/correlate/{trace_id}",
+            "/api/v1/correlate/4bf92f3577b34da6a3ce929d0e0e4736",
+        ),
+        ("get", "/api/v1/stats", "/api/v1/stats"),
+        ("get", "/api/v1/tail", "/api/v1/tail"),
+        ("get", "/api/v1/openapi.json", "/api/v1/openapi.json"),
+    ];
+    let doc = s.get_json("/api/v1/openapi.json");
+    let mut documented: Vec<(String, String)> = Vec::new();
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        documented.extend(ops.as_object().unwrap().keys().map(|m| (m.clone(), path.clone())));
+    }
+    documented.sort();
+    let mut called: Vec<(String, String)> = requests
+        .iter()
+        .map(|(m, p, _)| (m.to_string(), p.to_string()))
+        .collect();
+    called.sort();
+    assert_eq!(called, documented, "this test calls exactly the documented routes");
+    // In the order above: the POST comes after the span searches, and
+    // stores a span of another service.
+    let mut answers = std::collections::BTreeMap::new();
+    for &(method, path, url) in requests {
+        let op = &doc["paths"][path][method];
+        let description = op["responses"]["200"]["description"].as_str().unwrap();
+        let r = match method {
+            "get" => http.get(format!("{}{url}", s.api)).send().unwrap(),
+            "post" => http
+                .post(format!("{}{url}", s.api))
+                .json(&serde_json::json!([{"trace_id": "0af7651916cd43dd8448eb211c80319c",
+                    "span_id": "b7ad6b7169203331", "name": "late", "service": "late-svc",
+                    "start_time_unix_nano": t0, "duration_ns": 10}]))
+                .send()
+                .unwrap(),
+            m => panic!("unexpected method {m}"),
+        };
+        assert_eq!(r.status(), 200, "{method} {url}");
+        let content_type = r.headers()["content-type"].to_str().unwrap().to_string();
+        if description == "text/event-stream" {
+            // A stream that never ends: its headers are the answer.
+            assert!(content_type.starts_with("text/event-stream"), "{content_type}");
+            continue;
+        }
+        assert!(
+            content_type.starts_with("application/json"),
+            "{method} {url}: {content_type}"
+        );
+        let v: serde_json::Value = r.json().unwrap();
+        let keys = documented_keys(description).unwrap_or_else(|| match path {
+            "/api/v1/openapi.json" => vec!["openapi".into(), "info".into(), "paths".into()],
+            _ => panic!("{method} {path}: no shape in its 200 description {description:?}"),
+        });
+        assert!(!keys.is_empty(), "{method} {path}");
+        for k in &keys {
+            assert!(v.get(k).is_some(), "{method} {url}: no {k:?} in {v}");
+        }
+        answers.insert(format!("{} {path}", method.to_uppercase()), v);
+    }
+    // And the answers hold the data.
+    let a = |k: &str| &answers[k];
+    let len = |v: &serde_json::Value| v.as_array().map_or(0, Vec::len);
+    assert_eq!(len(&a("GET /api/v1/traces")["traces"]), 1);
+    let t = a("GET /api/v1/traces/{trace_id}");
+    assert_eq!(
+        (t["span_count"].clone(), t["error_count"].clone()),
+        (2.into(), 1.into())
+    );
+    assert_eq!(len(&a("GET /api/v1/spans")["spans"]), 2);
+    assert_eq!(a("POST /api/v1/spans")["accepted"], 1);
+    assert_eq!(len(&a("GET /api/v1/logs")["logs"]), 6);
+    assert_eq!(len(&a("GET /api/v1/metrics")["points"]), 4);
+    assert!(
+        a("GET /api/v1/services")["services"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["service"] == "svc")
+    );
+    assert_eq!(len(&a("GET /api/v1/services/{service}/operations")["operations"]), 2);
+    assert_eq!(a("GET /api/v1/summary")["error_spans"], 1);
+    assert_eq!(a("GET /api/v1/correlate/{trace_id}")["trace"]["span_count"], 2);
+    assert_eq!(a("GET /api/v1/stats")["spans"], 3);
+
     let r = http.get(format!("{}/api/v1/nope", s.api)).send().unwrap();
     assert_eq!(r.status(), 404);
     let r = http

@@ -621,6 +621,7 @@ mod tests {
             OpenOptions::new()
                 .write(true)
                 .create(true)
+                .truncate(true)
                 .open(dir.path().join("x"))
                 .unwrap(),
         );

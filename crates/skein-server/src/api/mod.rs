@@ -68,6 +68,11 @@ impl From<skein_engine::Error> for ApiError {
     fn from(e: skein_engine::Error) -> Self {
         if e.is_invalid_input() {
             ApiError::bad_request(&e.to_string())
+        } else if e.is_unavailable() {
+            // A WAL that refuses writes, failing background work, or a
+            // closing engine: not the request's fault, and a retry later
+            // may succeed (Retry-After is set for every 503).
+            ApiError::unavailable(&e.to_string())
         } else {
             ApiError::internal(e.to_string())
         }
@@ -124,7 +129,7 @@ where
     T: Send + 'static,
     F: FnOnce(&skein_engine::Engine) -> Result<T, ApiError> + Send + 'static,
 {
-    let engine = app.engine().map_err(|nr| ApiError::unavailable(nr.message()))?.clone();
+    let engine = app.engine().map_err(|nr| ApiError::unavailable(&nr.message()))?.clone();
     let started = Instant::now();
     let out = tokio::task::spawn_blocking(move || f(&engine))
         .await
@@ -142,7 +147,7 @@ pub(crate) fn inline_bytes<F>(app: &Arc<App>, endpoint: &'static str, f: F) -> R
 where
     F: FnOnce(&skein_engine::Engine) -> Result<Vec<u8>, ApiError>,
 {
-    let engine = app.engine().map_err(|nr| ApiError::unavailable(nr.message()))?;
+    let engine = app.engine().map_err(|nr| ApiError::unavailable(&nr.message()))?;
     let started = Instant::now();
     let out = f(engine);
     app.metrics.observe_query(endpoint, started.elapsed().as_secs_f64());
@@ -189,4 +194,41 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/v1/tail", get(tail::tail))
         .route("/api/v1/openapi.json", get(openapi::document))
         .fallback(|| async { ApiError::not_found("no such endpoint; see /api/v1/openapi.json".into()) })
+}
+
+#[cfg(test)]
+mod tests {
+    use skein_engine::{Error, FaultKind};
+
+    use super::*;
+
+    #[test]
+    fn engine_errors_that_need_a_retry_are_503_unavailable() {
+        let unavailable = [
+            Error::WalFailed {
+                reason: "write of /d/wal/1.wal: No space left on device (os error 28)".into(),
+            },
+            Error::Background {
+                kind: FaultKind::Flush,
+                reason: "create /d/parts/spans/1.tmp: Not a directory (os error 20)".into(),
+            },
+            Error::Closed,
+        ];
+        for e in unavailable {
+            let text = e.to_string();
+            let api = ApiError::from(e);
+            assert_eq!(api.status, StatusCode::SERVICE_UNAVAILABLE, "{text}");
+            assert_eq!(api.code, "unavailable");
+            assert_eq!(api.message, text);
+            let r = api.into_response();
+            assert_eq!(r.headers()[axum::http::header::RETRY_AFTER], "1");
+        }
+        let other = ApiError::from(Error::Other("boom".into()));
+        assert_eq!(
+            (other.status, other.code),
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal")
+        );
+        let invalid = ApiError::from(Error::Invalid("bad".into()));
+        assert_eq!((invalid.status, invalid.code), (StatusCode::BAD_REQUEST, "bad_request"));
+    }
 }

@@ -65,7 +65,7 @@ fn build(
     app: &Arc<App>,
     q: Vec<(String, String)>,
 ) -> Result<Sse<impl futures::Stream<Item = Result<Event, Infallible>> + use<>>, ApiError> {
-    app.engine().map_err(|nr| ApiError::unavailable(nr.message()))?;
+    app.engine().map_err(|nr| ApiError::unavailable(&nr.message()))?;
     let mut p = Params::new(q);
     let signal = p.get("signal").unwrap_or_else(|| "all".into());
     let (spans, logs) = match signal.as_str() {

@@ -74,7 +74,7 @@ const STATUS_KEYS: &[(&str, &str)] = &[
 
 /// `skein status`: readiness (`/readyz`) and the stats (`/api/v1/stats`)
 /// in one object. Exit 0 when ready, 4 when the server answers but is not
-/// (starting, shutting down), 3 when it does not answer.
+/// (starting, shutting down, faulted), 3 when it does not answer.
 pub fn status(ctx: &Ctx) -> CliResult<Exit> {
     let c = ctx.client(false)?;
     let r = c.send(&["readyz"], &[])?;
@@ -92,12 +92,22 @@ pub fn status(ctx: &Ctx) -> CliResult<Exit> {
         v.insert("status".into(), "ready".into());
         Exit::Ok
     } else if code.as_u16() == 503 && readiness.get("status").is_some() {
+        // A faulted server still answers queries: what it holds helps the
+        // operator judge the damage. Its faults come from /readyz below.
+        if readiness["status"] == "faulted"
+            && let Ok(Value::Object(stats)) = c.get_json(&["api", "v1", "stats"], &[], NotFound::Unexpected)
+        {
+            v.extend(stats);
+        }
         v.insert("ready".into(), false.into());
         v.insert("status".into(), readiness["status"].clone());
         v.insert(
             "message".into(),
             readiness.get("message").cloned().unwrap_or(Value::Null),
         );
+        if let Some(faults) = readiness.get("faults") {
+            v.insert("faults".into(), faults.clone());
+        }
         Exit::Server
     } else {
         return Err(super::client::api_error(code, &body, NotFound::Unexpected));
@@ -111,13 +121,41 @@ pub fn status(ctx: &Ctx) -> CliResult<Exit> {
             keys
         };
         write_stdout(&key_values(&v, &keys))?;
-        if let Some(m) = v.get("message").and_then(Value::as_str) {
+        if let Some(faults) = v.get("faults").and_then(Value::as_array).filter(|f| !f.is_empty()) {
+            write_stdout(&fault_lines(faults))?;
+        } else if let Some(m) = v.get("message").and_then(Value::as_str) {
             write_stdout(&format!("not ready: {m}"))?;
         }
     } else {
         ctx.out.json(&ctx.out.trim(v, None))?;
     }
     Ok(exit)
+}
+
+/// The faults of a faulted server, one per line after a header that says
+/// what they mean, so they stand out under the key/value lines.
+fn fault_lines(faults: &[Value]) -> String {
+    let mut out = format!(
+        "NOT READY: {} fault{} need{} an operator\n",
+        faults.len(),
+        if faults.len() == 1 { "" } else { "s" },
+        if faults.len() == 1 { "s" } else { "" }
+    );
+    for f in faults {
+        let kind = f.get("kind").and_then(Value::as_str).unwrap_or("?");
+        let message = f.get("message").and_then(Value::as_str).unwrap_or("");
+        let failures = f.get("failures").and_then(Value::as_u64).unwrap_or(0);
+        let since = f
+            .get("since_unix_nano")
+            .and_then(Value::as_u64)
+            .map(output::rfc3339)
+            .unwrap_or_else(|| "…".into());
+        let plural = if failures == 1 { "" } else { "s" };
+        out.push_str(&format!(
+            "  FAULT {kind}: {message} (since {since}, {failures} failure{plural})\n"
+        ));
+    }
+    out
 }
 
 fn window_line(w: &Value) -> String {
@@ -371,5 +409,22 @@ mod tests {
         assert!(t.contains("LATENCY  p50 10ms  p95 30ms  p99 30ms  max 30ms"), "{t}");
         assert!(t.contains("LOGS     6 (error 2, info 4)"), "{t}");
         assert!(t.contains("2023-11-14T22:13:20.000Z → 2023-11-14T23:13:20.000Z"), "{t}");
+    }
+
+    #[test]
+    fn each_fault_is_a_line_of_its_own() {
+        let faults = serde_json::json!([
+            {"kind": "wal", "message": "write of /d/1.wal: No space left on device (os error 28)",
+             "since_unix_nano": 1_700_000_000_000_000_000u64, "failures": 1},
+            {"kind": "flush", "message": "create /d/parts/spans/2.tmp: Not a directory (os error 20)",
+             "since_unix_nano": 1_700_000_000_000_000_000u64, "failures": 3},
+        ]);
+        let t = fault_lines(faults.as_array().unwrap());
+        assert_eq!(
+            t,
+            "NOT READY: 2 faults need an operator\n\
+             \x20 FAULT wal: write of /d/1.wal: No space left on device (os error 28) (since 2023-11-14T22:13:20.000Z, 1 failure)\n\
+             \x20 FAULT flush: create /d/parts/spans/2.tmp: Not a directory (os error 20) (since 2023-11-14T22:13:20.000Z, 3 failures)\n"
+        );
     }
 }
