@@ -15,7 +15,8 @@ use skein_engine::Signal;
 use skein_engine::envelope::Envelope;
 use skein_engine::part::index::{INDEX_ZSTD_LEVEL, IndexBuilder, encode};
 use skein_engine::testdata;
-use skein_engine::wal::RecordHeader;
+use skein_engine::payload::{Blob, PayloadRef, encode_blobs};
+use skein_engine::wal::{RecordHeader, RecordKind};
 use skein_model::otlp::{logs_to_otlp, metrics_to_otlp, spans_to_otlp};
 use skein_model::{LogRecord, MetricPoint, Span};
 
@@ -146,6 +147,14 @@ fn main() {
     // Frames of real WAL records, encoded as `Wal::append` encodes them.
     let d = dir("wal_frames");
     let mut log = Vec::new();
+    // A payload record, as the batch after it would bring it.
+    let prompt = b"You are a helpful assistant. ".repeat(12);
+    RecordHeader {
+        kind: RecordKind::Payloads,
+        seq_base: 1,
+        count: 1,
+    }
+    .append_frame(&encode_blobs(&[Blob::compress(PayloadRef::of(&prompt), &prompt).unwrap()]), &mut log);
     let mut seq = 1;
     for (signal, body) in [
         (Signal::Spans, encode_batch(&spans).unwrap()),
@@ -153,7 +162,7 @@ fn main() {
         (Signal::Metrics, vec![7u8; 40]),
     ] {
         let header = RecordHeader {
-            signal,
+            kind: RecordKind::Batch(signal),
             seq_base: seq,
             count: 3,
         };

@@ -23,6 +23,7 @@
 //! engine        ingest, flush, compaction, recovery; the locks (engine/mod.rs)
 //! query         search, aggregations, explain, the window
 //! hot, part     the hot tier; Parquet parts, their sidecar index, page cache
+//! payload       content-addressed payloads in packs
 //! wal, codec    the log and its batch encoding
 //! record, stats, terms, validate    what the engine knows of each signal
 //! envelope, storage, fsutil, hash   files, checksums, hashing
@@ -47,6 +48,8 @@ pub mod hot;
 #[doc(hidden)]
 pub mod part;
 #[doc(hidden)]
+pub mod payload;
+#[doc(hidden)]
 pub mod record;
 #[doc(hidden)]
 pub mod stats;
@@ -65,6 +68,7 @@ pub use engine::{CompactionOptions, Engine, EngineOptions, EngineStats, IngestRe
 pub use error::{Error, Result};
 pub use health::{Fault, FaultKind};
 pub use part::{PageCacheStats, WriterOptions};
+pub use payload::{PayloadPolicy, PayloadRef, PayloadStats};
 pub use query::{
     Anomaly, AttrFilter, AttrPredicate, Cursor, Explain, Latency, LogQuery, MetricQuery, OperationSummary,
     SearchResult, ServiceSummary, SourceExplain, SpanQuery, Summary, Window,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use skein_model::{LogRecord, MetricDesc, MetricPoint, Resource, Scope, Span, TraceId};
+use skein_model::{AnyValue, KeyValue, LogRecord, MetricDesc, MetricPoint, Resource, Scope, Span, TraceId};
 
 use crate::hash::HashWriter;
 use crate::stats::StatsBuilder;
@@ -73,6 +73,11 @@ pub trait Record: Clone + Send + Sync + Serialize + DeserializeOwned + std::fmt:
 
     /// Terms of the record itself (not of its shared resource).
     fn own_terms(&self, out: &mut Vec<IndexTerm>);
+
+    /// Calls `f` with each value of the record itself (not of its shared
+    /// resource) that may hold a payload, with its attribute key (`None`
+    /// for a log body).
+    fn payload_slots(&mut self, _f: &mut dyn FnMut(Option<&str>, &mut AnyValue)) {}
 
     /// Terms for the postings index: the resource's, then the record's.
     fn index_terms(&self, out: &mut Vec<IndexTerm>) {
@@ -161,6 +166,18 @@ impl Record for Span {
             terms::attr_terms(AttrScope::Event, &e.attributes, out);
         }
     }
+    fn payload_slots(&mut self, f: &mut dyn FnMut(Option<&str>, &mut AnyValue)) {
+        attr_slots(&mut self.attributes, f);
+        for e in &mut self.events {
+            attr_slots(&mut e.attributes, f);
+        }
+    }
+}
+
+fn attr_slots(attrs: &mut [KeyValue], f: &mut dyn FnMut(Option<&str>, &mut AnyValue)) {
+    for kv in attrs {
+        f(Some(&kv.key), &mut kv.value);
+    }
 }
 
 /// Hashes the serialized content of a record with its shared parts.
@@ -221,6 +238,10 @@ impl Record for LogRecord {
             terms::plain(terms::name(&self.event_name), out);
         }
         terms::attr_terms(AttrScope::Record, &self.attributes, out);
+    }
+    fn payload_slots(&mut self, f: &mut dyn FnMut(Option<&str>, &mut AnyValue)) {
+        f(None, &mut self.body);
+        attr_slots(&mut self.attributes, f);
     }
 }
 

@@ -16,6 +16,29 @@ pub const OUTPUT_TOKENS: &[&str] = &[
 ];
 pub const SESSION_ID: &[&str] = &["gen_ai.conversation.id", "session.id"];
 
+/// Attributes that carry message content (prompts, completions, tool
+/// arguments and results), in every spelling: the engine stores these in
+/// its payload store from a small size on, however short the threshold for
+/// other strings.
+pub const CONTENT: &[&str] = &[
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.system_instructions",
+    "gen_ai.tool.call.arguments",
+    "gen_ai.tool.call.result",
+    "gen_ai.prompt",
+    "gen_ai.completion",
+    "input.value",
+    "output.value",
+    "traceloop.entity.input",
+    "traceloop.entity.output",
+];
+
+/// Whether `key` is one of [`CONTENT`].
+pub fn is_content_key(key: &str) -> bool {
+    CONTENT.contains(&key)
+}
+
 /// Whether `key` may be one of the spellings above: a cheap test that lets
 /// a writer skip looking each spelling up in attributes that have none.
 pub fn may_be_genai_key(key: &str) -> bool {

@@ -25,6 +25,8 @@ pub struct ServerConfig {
     /// Hot-tier age before it is written to a part (when not empty).
     #[serde(with = "millis")]
     pub hot_max_age: Duration,
+    /// Strings longer than this go to the payload store; 0 turns it off.
+    pub payload_threshold: usize,
     /// Decompressed Parquet pages cached for point reads (0: off).
     pub page_cache_bytes: usize,
     pub wal_salvage: bool,
@@ -49,6 +51,7 @@ impl ServerConfig {
             max_inflight_bytes: 64 << 20,
             hot_max_bytes: 64 << 20,
             hot_max_age: Duration::from_secs(60),
+            payload_threshold: 4096,
             page_cache_bytes: 32 << 20,
             wal_salvage: false,
             shutdown_timeout: Duration::from_secs(30),

@@ -141,6 +141,7 @@ pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()> + Send
     opts.durability = config.durability;
     opts.hot_max_bytes = config.hot_max_bytes;
     opts.hot_max_age = config.hot_max_age;
+    opts.payloads.threshold = config.payload_threshold;
     opts.page_cache_bytes = config.page_cache_bytes as u64;
     opts.wal_recovery = if config.wal_salvage {
         skein_engine::RecoveryMode::Salvage

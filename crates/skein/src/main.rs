@@ -30,7 +30,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the server: OTLP ingest (gRPC :4317, HTTP :4318) and the API (:7700).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     #[command(flatten)]
     Client(cli::Command),
 }
@@ -42,7 +42,7 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(e),
     };
     match cli.command {
-        Command::Serve(args) => serve::main(args),
+        Command::Serve(args) => serve::main(*args),
         Command::Client(cmd) => cli::run(cmd, cli.global).into(),
     }
 }

@@ -51,6 +51,12 @@ pub struct ServeArgs {
     /// searches of recent data; 0 turns the cache off [default: 32MiB].
     #[arg(long, env = "SKEIN_PAGE_CACHE_BYTES", value_name = "SIZE")]
     page_cache_bytes: Option<String>,
+    /// Strings longer than this (attributes, log bodies) are stored once in
+    /// the payload store and referenced from their records; GenAI message
+    /// content goes there from 256 bytes on. 0 turns the store off
+    /// [default: 4KiB].
+    #[arg(long, env = "SKEIN_PAYLOAD_THRESHOLD", value_name = "SIZE")]
+    payload_threshold: Option<String>,
     /// On a corrupt WAL, cut the log at the damage and start (reporting the
     /// loss) instead of refusing to start.
     #[arg(long, env = "SKEIN_WAL_SALVAGE")]
@@ -77,6 +83,7 @@ struct FileConfig {
     hot_max_bytes: Option<toml::Value>,
     hot_max_age: Option<String>,
     page_cache_bytes: Option<toml::Value>,
+    payload_threshold: Option<toml::Value>,
     wal_salvage: Option<bool>,
     shutdown_timeout: Option<u64>,
     log: Option<String>,
@@ -201,6 +208,12 @@ fn build_config(args: &ServeArgs) -> Result<(ServerConfig, String), String> {
         "page-cache-bytes",
         c.page_cache_bytes,
     )?;
+    c.payload_threshold = size(
+        &args.payload_threshold,
+        &file.payload_threshold,
+        "payload-threshold",
+        c.payload_threshold,
+    )?;
     c.wal_salvage = args.wal_salvage || file.wal_salvage.unwrap_or(false);
     if let Some(s) = args.shutdown_timeout.or(file.shutdown_timeout) {
         c.shutdown_timeout = Duration::from_secs(s);
@@ -264,6 +277,18 @@ mod tests {
         assert_eq!(parse_size("10 MB").unwrap(), 10_000_000);
         assert!(parse_size("ten").unwrap_err().contains("invalid size"));
         assert!(parse_size("5 parsecs").unwrap_err().contains("unit"));
+    }
+
+    #[test]
+    fn payload_threshold_comes_from_the_flag_or_the_file() {
+        assert_eq!(build_config(&ServeArgs::default()).unwrap().0.payload_threshold, 4096);
+        let mut args = ServeArgs {
+            payload_threshold: Some("0".into()),
+            ..Default::default()
+        };
+        assert_eq!(build_config(&args).unwrap().0.payload_threshold, 0);
+        args.payload_threshold = Some("lots".into());
+        assert!(build_config(&args).unwrap_err().starts_with("--payload-threshold: "));
     }
 
     #[test]

@@ -372,9 +372,13 @@ fn every_api_route_answers_its_documented_shape() {
     // every route has something to answer.
     let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
     let t0 = now_ns() - HOUR_NS / 4;
+    // A prompt long enough to be stored as a payload.
+    let prompt = "Which items are in the cart, and why did the lookup fail? ".repeat(8);
+    let prompt_ref = skein_engine::PayloadRef::of(prompt.as_bytes()).to_string();
     let spans = serde_json::json!([
         {"trace_id": trace_id, "span_id": "00f067aa0ba902b7", "name": "GET /cart", "service": "svc",
-         "kind": "server", "start_time_unix_nano": t0, "duration_ns": 2_000_000, "status": "error"},
+         "kind": "server", "start_time_unix_nano": t0, "duration_ns": 2_000_000, "status": "error",
+         "attributes": {"gen_ai.prompt": prompt}},
         {"trace_id": trace_id, "span_id": "00f067aa0ba902b8", "parent_span_id": "00f067aa0ba902b7",
          "name": "SELECT cart", "service": "svc", "start_time_unix_nano": t0 + 100, "duration_ns": 800}
     ]);
@@ -405,7 +409,9 @@ fn every_api_route_answers_its_documented_shape() {
 
     // A valid request for every documented route (a route missing here
     // fails the test: its shape must be checked too).
+    let payload_url = format!("/api/v1/payloads/{prompt_ref}");
     let requests: &[(&str, &str, &str)] = &[
+        ("get", "/api/v1/payloads/{ref}", &payload_url),
         ("get", "/api/v1/traces", "/api/v1/traces?service=svc"),
         (
             "get",
@@ -464,6 +470,12 @@ fn every_api_route_answers_its_documented_shape() {
         };
         assert_eq!(r.status(), 200, "{method} {url}");
         let content_type = r.headers()["content-type"].to_str().unwrap().to_string();
+        if path == "/api/v1/payloads/{ref}" {
+            // Bytes, not JSON: the prompt as sent.
+            assert_eq!(content_type, "text/plain; charset=utf-8");
+            assert_eq!(r.text().unwrap(), prompt);
+            continue;
+        }
         if description == "text/event-stream" {
             // A stream that never ends: its headers are the answer.
             assert!(content_type.starts_with("text/event-stream"), "{content_type}");

@@ -63,6 +63,7 @@ use crate::error::{Error, Result};
 use crate::fsutil::DirLock;
 use crate::health::{Fault, FaultKind, Faults};
 use crate::part::{PageCache, PageCacheStats, PartMeta, PartWriter, WriterOptions};
+use crate::payload::{self, PayloadPolicy, PayloadRef, PayloadStats, PayloadStore};
 use crate::query::Window;
 use crate::query::aggregate::{self, Anomaly, OperationSummary, ServiceSummary, Summary};
 use crate::query::explain::Explain;
@@ -89,6 +90,8 @@ pub struct EngineOptions {
     pub limits: Limits,
     /// What opening does about damage to acknowledged WAL data.
     pub wal_recovery: RecoveryMode,
+    /// Which string values go to the payload store.
+    pub payloads: PayloadPolicy,
     /// Run flush and compaction in background threads. Off, they run only
     /// when `flush`/`compact` are called (deterministic tests).
     pub background: bool,
@@ -109,6 +112,7 @@ impl EngineOptions {
             writer: WriterOptions::default(),
             limits: Limits::default(),
             wal_recovery: RecoveryMode::Strict,
+            payloads: PayloadPolicy::default(),
             background: true,
             page_cache_bytes: 32 << 20,
         }
@@ -150,6 +154,9 @@ pub struct EngineStats {
     pub wal_appends: u64,
     pub index_memory_bytes: u64,
     pub page_cache: PageCacheStats,
+    /// Payloads stored (in packs and in the hot tier).
+    #[serde(flatten)]
+    pub payloads: PayloadStats,
     pub flushes: u64,
     pub compactions: u64,
     pub compaction_seconds: f64,
@@ -166,6 +173,7 @@ pub struct EngineStats {
 pub(crate) struct Inner {
     opts: EngineOptions,
     store: Arc<dyn PartStore>,
+    payloads: PayloadStore,
     wal: Arc<Wal>,
     _lock: DirLock,
     gate: RwLock<()>,
@@ -287,6 +295,27 @@ impl Engine {
         let mut logs = search::trace_records(&sources, trace_id.as_u128(), &mut explain)?;
         logs.sort_by_key(|l| l.effective_time());
         Ok(logs)
+    }
+
+    /// A payload's bytes, checked against its reference; `None` if no
+    /// payload has that reference.
+    pub fn payload(&self, id: &PayloadRef) -> Result<Option<Vec<u8>>> {
+        if let Some(blob) = self.state().hot_payload(id) {
+            return blob.decompress("the hot tier").map(Some);
+        }
+        match self.inner.payloads.blob(id)? {
+            Some((blob, pack)) => blob.decompress(&pack).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// `record` with its payload references replaced by the payloads.
+    pub fn inline_payloads<R: crate::record::Record>(&self, record: &R) -> Result<R> {
+        let mut r = record.clone();
+        payload::extract::inline(&mut r, &|id| {
+            Ok(self.payload(id)?.map(|b| String::from_utf8_lossy(&b).into_owned()))
+        })?;
+        Ok(r)
     }
 
     pub fn search_spans(&self, q: &SpanQuery) -> Result<SearchResult<Span>> {
@@ -471,13 +500,21 @@ impl Inner {
         }
         self.wait_for_room()?;
         let n = accepted.len();
+        // Payloads stored already (in a pack or a hot tier) are referenced;
+        // the rest travel in the WAL with the batch.
+        let blobs = payload::extract::extract(&mut accepted, &self.opts.payloads, &|id| self.payload_known(id))?;
+        let blob_body = (!blobs.is_empty()).then(|| payload::encode_blobs(&blobs));
         {
             // The gate is taken after encoding (which is most of the work)
             // and held until the records are in the tier the WAL
             // segment belongs to.
             let (seq, _gate) = codec::with_encoded_batch(&accepted, |body| {
                 let gate = self.gate.read();
-                Ok((self.wal.append(R::SIGNAL, n as u32, body)?, gate))
+                let payloads = blob_body.as_deref().map(|b| (blobs.len() as u32, b));
+                Ok((
+                    self.wal.append_with_payloads(R::SIGNAL, n as u32, body, payloads)?,
+                    gate,
+                ))
             })
             .inspect_err(|e| {
                 if let Error::WalFailed { reason } = e {
@@ -485,6 +522,10 @@ impl Inner {
                 }
             })?;
             let active = self.state.read().active.clone();
+            if !blobs.is_empty() {
+                let mut hot = active.payloads.write();
+                blobs.into_iter().for_each(|b| hot.insert(b));
+            }
             R::table(&active).write().insert(accepted, seq);
         }
         report.accepted = n as u64;
@@ -499,6 +540,16 @@ impl Inner {
             }
         }
         Ok(report)
+    }
+
+    /// Whether a payload is stored already, in a pack or a hot tier.
+    fn payload_known(&self, id: &PayloadRef) -> bool {
+        self.payloads.contains(id)
+            || self
+                .state
+                .read()
+                .tiers()
+                .any(|t| t.payloads.read().blobs.contains_key(id))
     }
 
     /// Bounds memory: while too many frozen tiers wait for flush, ingest
@@ -575,6 +626,9 @@ impl Inner {
             let Some(frozen) = self.state.read().frozen.first().cloned() else {
                 return Ok(());
             };
+            // The tier's payloads are durable in a pack before any part
+            // refers to them and before its WAL segments go.
+            self.payloads.write_pack(frozen.tier.payloads.read().blobs.values())?;
             let parts = [
                 self.write_tier_part::<Span>(&frozen)?,
                 self.write_tier_part::<LogRecord>(&frozen)?,
@@ -734,6 +788,16 @@ impl Inner {
         s.compacting = self.compacting.load(Ordering::Relaxed);
         s.page_cache = self.page_cache.stats();
         s.next_seq = self.wal.next_seq();
+        s.payloads = self.payloads.stats();
+        for t in &tiers {
+            for b in t.payloads.read().blobs.values() {
+                if !self.payloads.contains(&b.id) {
+                    s.payloads.payloads += 1;
+                    s.payloads.payload_bytes += b.zstd.len() as u64;
+                    s.payloads.payload_logical_bytes += b.raw_len;
+                }
+            }
+        }
         s.faults = self.faults();
         s.failures = self.faults.totals();
         s

@@ -25,9 +25,10 @@ use crate::codec;
 use crate::error::Result;
 use crate::fsutil::{self, DirLock};
 use crate::part::{self, PageCache, Part};
+use crate::payload::{self, PayloadStore};
 use crate::record::Signal;
 use crate::storage::{LocalStore, PartStore};
-use crate::wal::{Wal, WalRecord};
+use crate::wal::{RecordKind, Wal, WalRecord};
 
 pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
     let started = Instant::now();
@@ -35,8 +36,9 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
     let lock = DirLock::acquire(&opts.data_dir)?;
     let store: Arc<dyn PartStore> = Arc::new(LocalStore::open(
         &opts.data_dir.join("parts"),
-        &["spans", "logs", "metrics"],
+        &["spans", "logs", "metrics", PayloadStore::PREFIX],
     )?);
+    let payloads = PayloadStore::open(store.clone())?;
     let page_cache = PageCache::new(opts.page_cache_bytes);
     let mut parts: [Vec<Arc<Part>>; 3] = Default::default();
     let mut max_id = 0u64;
@@ -60,8 +62,22 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
         max_seq + 1,
         opts.wal_recovery,
         |rec: WalRecord| {
-            let floor = covers[rec.signal.index()];
-            replayed += match rec.signal {
+            let signal = match rec.kind {
+                RecordKind::Batch(signal) => signal,
+                RecordKind::Payloads => {
+                    // Kept whether or not its batch replays: a payload no
+                    // record refers to costs a little space, never data.
+                    let mut hot = active.payloads.write();
+                    for blob in payload::decode_blobs(&rec.body)? {
+                        if !payloads.contains(&blob.id) {
+                            hot.insert(blob);
+                        }
+                    }
+                    return Ok(());
+                }
+            };
+            let floor = covers[signal.index()];
+            replayed += match signal {
                 Signal::Spans => replay::<Span>(&active, &rec, floor)?,
                 Signal::Logs => replay::<LogRecord>(&active, &rec, floor)?,
                 Signal::Metrics => replay::<MetricPoint>(&active, &rec, floor)?,
@@ -83,6 +99,7 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
     );
     Ok(Inner {
         store,
+        payloads,
         wal: Arc::new(wal),
         _lock: lock,
         gate: RwLock::new(()),

@@ -7,18 +7,39 @@ use std::time::Instant;
 use parking_lot::RwLock;
 use skein_model::{LogRecord, MetricPoint, Span};
 
+use crate::hash::FastMap;
 use crate::hot::MemTable;
 use crate::part::{Columnar, Part};
+use crate::payload::{Blob, PayloadRef};
 use crate::query::search::Source;
 use crate::record::Signal;
 use crate::validate::Validate;
 
-/// One generation of hot data: a memtable per signal.
+/// One generation of hot data: a memtable per signal, and the payloads its
+/// records brought that were not stored yet (written as a pack at flush).
 pub struct Tier {
     pub spans: Arc<RwLock<MemTable<Span>>>,
     pub logs: Arc<RwLock<MemTable<LogRecord>>>,
     pub metrics: Arc<RwLock<MemTable<MetricPoint>>>,
+    pub payloads: RwLock<HotPayloads>,
     pub created: Instant,
+}
+
+/// Payloads held by a hot tier.
+#[derive(Default)]
+pub struct HotPayloads {
+    pub blobs: FastMap<PayloadRef, Blob>,
+    /// Their compressed bytes, counted in the tier's size.
+    pub bytes: usize,
+}
+
+impl HotPayloads {
+    pub fn insert(&mut self, blob: Blob) {
+        if let std::collections::hash_map::Entry::Vacant(e) = self.blobs.entry(blob.id) {
+            self.bytes += blob.zstd.len() + 64;
+            e.insert(blob);
+        }
+    }
 }
 
 impl Default for Tier {
@@ -33,6 +54,7 @@ impl Tier {
             spans: Default::default(),
             logs: Default::default(),
             metrics: Default::default(),
+            payloads: Default::default(),
             created: Instant::now(),
         }
     }
@@ -43,12 +65,13 @@ impl Tier {
             spans: Arc::new(RwLock::new(MemTable::sized_like(&previous.spans.read()))),
             logs: Arc::new(RwLock::new(MemTable::sized_like(&previous.logs.read()))),
             metrics: Arc::new(RwLock::new(MemTable::sized_like(&previous.metrics.read()))),
+            payloads: Default::default(),
             created: Instant::now(),
         }
     }
 
     pub fn bytes(&self) -> usize {
-        self.spans.read().bytes() + self.logs.read().bytes() + self.metrics.read().bytes()
+        self.spans.read().bytes() + self.logs.read().bytes() + self.metrics.read().bytes() + self.payloads.read().bytes
     }
 
     pub fn live_rows(&self) -> usize {
@@ -100,6 +123,16 @@ impl Stored for MetricPoint {
 impl State {
     pub fn parts(&self, s: Signal) -> &Vec<Arc<Part>> {
         &self.parts[s.index()]
+    }
+
+    /// The hot tiers, newest first.
+    pub fn tiers(&self) -> impl Iterator<Item = &Arc<Tier>> {
+        std::iter::once(&self.active).chain(self.frozen.iter().rev().map(|f| &f.tier))
+    }
+
+    /// A payload a hot tier holds.
+    pub fn hot_payload(&self, id: &PayloadRef) -> Option<Blob> {
+        self.tiers().find_map(|t| t.payloads.read().blobs.get(id).cloned())
     }
 
     /// All sources of a signal, newest first.

@@ -6,6 +6,7 @@ use arrow_array::{Array, RecordBatch};
 use skein_model::{AnyValue, KeyValue, LogRecord, MetricPoint, Span, SpanKind, StatusCode, TraceId};
 
 use super::window::Window;
+use crate::payload::{self, PayloadRef};
 use crate::record::{Record, RecordKey};
 use crate::terms::{self, AttrScope, Term};
 
@@ -50,8 +51,8 @@ impl AttrFilter {
             kv.key == self.key
                 && match &self.predicate {
                     AttrPredicate::Exists => true,
-                    AttrPredicate::Eq(v) => kv.value.query_eq(v),
-                    AttrPredicate::AnyOf(vs) => vs.iter().any(|v| kv.value.query_eq(v)),
+                    AttrPredicate::Eq(v) => stored_eq(&kv.value, v),
+                    AttrPredicate::AnyOf(vs) => vs.iter().any(|v| stored_eq(&kv.value, v)),
                 }
         })
     }
@@ -96,6 +97,16 @@ impl AttrFilter {
 }
 
 /// A disjunction of terms: a row is a candidate if it has any of them.
+/// Whether a stored value equals a query value. A value stored as a
+/// payload reference equals the string whose hash it names (no string
+/// that long has an index term, so such a filter always reaches here).
+fn stored_eq(stored: &AnyValue, wanted: &AnyValue) -> bool {
+    match (payload::as_ref_value(stored), wanted) {
+        (Some((id, len)), AnyValue::Str(s)) => s.len() as u64 == len && PayloadRef::of(s.as_bytes()) == id,
+        _ => stored.query_eq(wanted),
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct TermGroup {
     pub terms: Vec<Term>,

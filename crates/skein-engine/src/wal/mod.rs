@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-pub use record::{RecordHeader, WalRecord};
+pub use record::{RecordHeader, RecordKind, WalRecord};
 pub use replay::{RecoveryMode, ReplayReport};
 use segment::{SEGMENT_MAGIC, SPARE_NAME, Segment, create_segment, new_segment_file, promote_spare};
 
@@ -224,12 +224,26 @@ impl Wal {
     /// Appends one batch of `count` records of `signal` and returns its first
     /// sequence number once the batch is as durable as the mode promises.
     pub fn append(&self, signal: Signal, count: u32, body: &[u8]) -> Result<u64> {
-        if body.len() > RecordHeader::MAX_BODY {
-            return Err(Error::Invalid(format!(
-                "batch of {} compressed bytes exceeds the WAL frame limit of {} bytes; send smaller batches",
-                body.len(),
-                RecordHeader::MAX_BODY
-            )));
+        self.append_with_payloads(signal, count, body, None)
+    }
+
+    /// [`append`](Wal::append), with the batch's new payloads (their count
+    /// and `payload::encode_blobs` body) framed just before it, in the same
+    /// write and fsync: durable when the batch is.
+    pub fn append_with_payloads(
+        &self,
+        signal: Signal,
+        count: u32,
+        body: &[u8],
+        payloads: Option<(u32, &[u8])>,
+    ) -> Result<u64> {
+        for (what, len) in [("batch", body.len()), ("payloads", payloads.map_or(0, |p| p.1.len()))] {
+            if len > RecordHeader::MAX_BODY {
+                return Err(Error::Invalid(format!(
+                    "{what} of {len} compressed bytes exceeds the WAL frame limit of {} bytes; send smaller batches",
+                    RecordHeader::MAX_BODY
+                )));
+            }
         }
         let mut st = self.state.lock();
         if let Some(p) = &st.poisoned {
@@ -237,12 +251,21 @@ impl Wal {
         }
         let seq_base = st.next_seq;
         st.next_seq += count as u64;
+        let mut frame_len = 0;
+        if let Some((n, blobs)) = payloads {
+            let header = RecordHeader {
+                kind: RecordKind::Payloads,
+                seq_base,
+                count: n,
+            };
+            frame_len += header.append_frame(blobs, &mut st.pending) as u64;
+        }
         let header = RecordHeader {
-            signal,
+            kind: RecordKind::Batch(signal),
             seq_base,
             count,
         };
-        let frame_len = header.append_frame(body, &mut st.pending) as u64;
+        frame_len += header.append_frame(body, &mut st.pending) as u64;
         st.appended += frame_len;
         let ticket = st.appended;
         {
@@ -504,23 +527,31 @@ mod tests {
             assert_eq!(wal.append(Signal::Logs, 2, b"bb").unwrap(), 4);
             wal.rotate().unwrap();
             assert_eq!(wal.append(Signal::Metrics, 1, b"c").unwrap(), 6);
+            // A batch's payloads are framed just before it, under its
+            // sequence numbers.
+            let seq = wal
+                .append_with_payloads(Signal::Logs, 1, b"d", Some((2, b"pp")))
+                .unwrap();
+            assert_eq!(seq, 7);
         }
         let (wal, recs) = open(dir.path(), RecoveryMode::Strict).unwrap();
         let got: Vec<_> = recs
             .iter()
-            .map(|r| (r.signal, r.seq_base, r.count, r.body.clone()))
+            .map(|r| (r.kind, r.seq_base, r.count, r.body.clone()))
             .collect();
         assert_eq!(
             got,
             vec![
-                (Signal::Spans, 1, 3, b"aaa".to_vec()),
-                (Signal::Logs, 4, 2, b"bb".to_vec()),
-                (Signal::Metrics, 6, 1, b"c".to_vec()),
+                (RecordKind::Batch(Signal::Spans), 1, 3, b"aaa".to_vec()),
+                (RecordKind::Batch(Signal::Logs), 4, 2, b"bb".to_vec()),
+                (RecordKind::Batch(Signal::Metrics), 6, 1, b"c".to_vec()),
+                (RecordKind::Payloads, 7, 2, b"pp".to_vec()),
+                (RecordKind::Batch(Signal::Logs), 7, 1, b"d".to_vec()),
             ]
         );
-        assert_eq!(wal.next_seq(), 7);
-        // Segments before seq 7 hold nothing newer: all but the current go.
-        assert!(wal.remove_before(7).unwrap() >= 2);
+        assert_eq!(wal.next_seq(), 8);
+        // Segments before seq 8 hold nothing newer: all but the current go.
+        assert!(wal.remove_before(8).unwrap() >= 2);
         drop(wal);
         let (_, recs) = open(dir.path(), RecoveryMode::Strict).unwrap();
         assert!(recs.is_empty());

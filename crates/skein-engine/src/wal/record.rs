@@ -1,6 +1,8 @@
-//! A WAL record: one frame holding one batch of one signal,
-//! `[version u8][signal u8][seq_base u64 LE][count u32 LE][body]`, the body
-//! being a batch as `codec` encodes it. The header is encoded and decoded
+//! A WAL record: one frame, `[version u8][kind u8][seq_base u64 LE][count
+//! u32 LE][body]`. Kinds 0–2 are a batch of one signal (spans, logs, metric
+//! points; the body as `codec` encodes it); kind 3 is the new payloads of
+//! the batch that follows it (the body as `payload::encode_blobs` encodes
+//! it, `count` the number of payloads). The header is encoded and decoded
 //! here, side by side; `Wal::append`, replay, the tests and the fuzz seeds
 //! all go through [`RecordHeader`].
 
@@ -10,20 +12,47 @@ use crate::record::Signal;
 /// Version of the record layout inside frames.
 pub const RECORD_VERSION: u8 = 1;
 
+/// What a record holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordKind {
+    Batch(Signal),
+    /// The payloads of the next batch record that the log does not hold
+    /// already.
+    Payloads,
+}
+
+impl RecordKind {
+    const PAYLOADS_CODE: u8 = 3;
+
+    pub fn code(self) -> u8 {
+        match self {
+            RecordKind::Batch(s) => s.code(),
+            RecordKind::Payloads => Self::PAYLOADS_CODE,
+        }
+    }
+
+    pub fn from_code(c: u8) -> Option<RecordKind> {
+        match c {
+            Self::PAYLOADS_CODE => Some(RecordKind::Payloads),
+            c => Signal::from_code(c).map(RecordKind::Batch),
+        }
+    }
+}
+
 /// What precedes a record's body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordHeader {
-    pub signal: Signal,
+    pub kind: RecordKind,
     /// The sequence number of the batch's first record; the others follow.
     pub seq_base: u64,
     /// Records in the batch.
     pub count: u32,
 }
 
-/// One decoded WAL record (a batch of one signal).
+/// One decoded WAL record.
 #[derive(Debug)]
 pub struct WalRecord {
-    pub signal: Signal,
+    pub kind: RecordKind,
     pub seq_base: u64,
     pub count: u32,
     /// The batch body (see `codec`).
@@ -39,7 +68,7 @@ impl RecordHeader {
     pub fn encode(&self) -> [u8; Self::LEN] {
         let mut h = [0u8; Self::LEN];
         h[0] = RECORD_VERSION;
-        h[1] = self.signal.code();
+        h[1] = self.kind.code();
         h[2..10].copy_from_slice(&self.seq_base.to_le_bytes());
         h[10..14].copy_from_slice(&self.count.to_le_bytes());
         h
@@ -62,10 +91,10 @@ impl RecordHeader {
                 head[0]
             ));
         }
-        let signal = Signal::from_code(head[1]).ok_or_else(|| format!("unknown signal code {}", head[1]))?;
+        let kind = RecordKind::from_code(head[1]).ok_or_else(|| format!("unknown record kind {}", head[1]))?;
         let (seq, count) = head[2..].split_at(8);
         let header = RecordHeader {
-            signal,
+            kind,
             seq_base: u64::from_le_bytes(seq.try_into().map_err(|_| "short header")?),
             count: u32::from_le_bytes(count.try_into().map_err(|_| "short header")?),
         };
@@ -78,7 +107,7 @@ impl WalRecord {
     pub fn decode(payload: &[u8]) -> Result<WalRecord, String> {
         let (h, body) = RecordHeader::decode(payload)?;
         Ok(WalRecord {
-            signal: h.signal,
+            kind: h.kind,
             seq_base: h.seq_base,
             count: h.count,
             body: body.to_vec(),
@@ -94,12 +123,12 @@ mod tests {
     proptest! {
         #[test]
         fn records_round_trip_through_their_frame(
-            signal in 0u8..3,
+            kind in 0u8..4,
             seq_base in any::<u64>(),
             count in any::<u32>(),
             body in prop::collection::vec(any::<u8>(), 0..100),
         ) {
-            let h = RecordHeader { signal: Signal::from_code(signal).unwrap(), seq_base, count };
+            let h = RecordHeader { kind: RecordKind::from_code(kind).unwrap(), seq_base, count };
             let mut out = Vec::new();
             let n = h.append_frame(&body, &mut out);
             prop_assert_eq!(n, out.len());
@@ -123,7 +152,7 @@ mod tests {
     #[test]
     fn damage_to_the_header_is_named() {
         let h = RecordHeader {
-            signal: Signal::Logs,
+            kind: RecordKind::Batch(Signal::Logs),
             seq_base: 7,
             count: 2,
         };
@@ -142,7 +171,7 @@ mod tests {
         assert!(
             RecordHeader::decode(&bad_signal)
                 .unwrap_err()
-                .contains("unknown signal code 9")
+                .contains("unknown record kind 9")
         );
     }
 }

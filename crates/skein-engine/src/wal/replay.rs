@@ -16,7 +16,7 @@ use std::fs::{self, OpenOptions};
 use std::path::Path;
 
 use super::frame;
-use super::record::WalRecord;
+use super::record::{RecordKind, WalRecord};
 use super::segment::{SEGMENT_MAGIC, Segment, list_segments};
 use crate::error::{Error, IoContext, Result};
 
@@ -84,7 +84,10 @@ pub(super) fn replay(
                     e,
                 )
             })?;
-            report.next_seq = report.next_seq.max(rec.seq_base + rec.count as u64);
+            // A payload record's count is of payloads, not sequence numbers.
+            if let RecordKind::Batch(_) = rec.kind {
+                report.next_seq = report.next_seq.max(rec.seq_base + rec.count as u64);
+            }
             report.records += 1;
             apply(rec)?;
         }

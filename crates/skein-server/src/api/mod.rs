@@ -7,6 +7,7 @@ mod handlers;
 pub mod openapi;
 mod otlp_json;
 pub mod params;
+mod payloads;
 mod tail;
 pub mod views;
 
@@ -174,6 +175,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/anomalies"),
     ("GET", "/api/v1/correlate/{trace_id}"),
     ("GET", "/api/v1/stats"),
+    ("GET", "/api/v1/payloads/{ref}"),
     ("GET", "/api/v1/tail"),
     ("GET", "/api/v1/openapi.json"),
 ];
@@ -191,6 +193,7 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/v1/anomalies", get(handlers::anomalies))
         .route("/api/v1/correlate/{trace_id}", get(handlers::correlate))
         .route("/api/v1/stats", get(handlers::stats))
+        .route("/api/v1/payloads/{ref}", get(payloads::get_payload))
         .route("/api/v1/tail", get(tail::tail))
         .route("/api/v1/openapi.json", get(openapi::document))
         .fallback(|| async { ApiError::not_found("no such endpoint; see /api/v1/openapi.json".into()) })

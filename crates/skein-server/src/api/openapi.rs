@@ -72,6 +72,14 @@ fn op(summary: &str, params: Vec<Value>, response: &str) -> Value {
     })
 }
 
+/// `payloads=`, on the routes that return records.
+fn payloads_param() -> Value {
+    param(
+        "payloads",
+        "ref (default: big values as {\"$payload\": \"blake3:<hex>\", \"bytes\", \"preview\"}) or inline (the values themselves).",
+    )
+}
+
 pub fn spec() -> Value {
     let logs = {
         let mut v = vec![
@@ -88,6 +96,7 @@ pub fn spec() -> Value {
         v.extend(window());
         v.extend(attr_params());
         v.extend(paging());
+        v.push(payloads_param());
         v
     };
     let metrics = {
@@ -104,6 +113,12 @@ pub fn spec() -> Value {
     let mut trace = vec![path_param("trace_id", "32 hex digits.")];
     trace.push(param("format", "skein (default, a tree) or otlp (OTLP/JSON)."));
     trace.push(param("explain", "true adds how the engine answered."));
+    trace.push(payloads_param());
+    let spans = {
+        let mut v = span_filters();
+        v.push(payloads_param());
+        v
+    };
     json!({
         "openapi": "3.1.0",
         "info": {"title": "Skein API", "version": env!("CARGO_PKG_VERSION"),
@@ -112,7 +127,7 @@ pub fn spec() -> Value {
             "/api/v1/traces": {"get": op("Traces with a span matching the filters, newest first.", span_filters(), "{traces: [...], next_cursor}")},
             "/api/v1/traces/{trace_id}": {"get": op("One trace: spans in tree order with depth, root, duration, services, error count.", trace, "{trace_id, root, duration_ns, services, span_count, error_count, spans}")},
             "/api/v1/spans": {
-                "get": op("Search spans, newest first.", span_filters(), "{spans: [...], next_cursor}"),
+                "get": op("Search spans, newest first.", spans, "{spans: [...], next_cursor}"),
                 "post": {"summary": "Ingest spans as simple JSON (array or {spans: [...]}).",
                          "requestBody": {"content": {"application/json": {"schema": {"type": "array"}}}},
                          "responses": {"200": {"description": "{accepted, rejected, errors}"}, "400": {"description": "Nothing valid."},
@@ -133,8 +148,15 @@ pub fn spec() -> Value {
                 param("until", "End of the current window, default now."),
                 param("explain", "true adds how the engine answered."),
             ], "{current, baseline, anomalies: [...]}")},
-            "/api/v1/correlate/{trace_id}": {"get": op("A trace, its logs, and its services' metrics around it.", vec![path_param("trace_id", "32 hex digits.")], "{trace, logs, metrics, metrics_window}")},
-            "/api/v1/stats": {"get": op("Records, parts, bytes on disk, WAL bytes, memory, uptime.", vec![], "{records, spans, logs, metric_points, parts, bytes_on_disk, wal_bytes, ...}")},
+            "/api/v1/correlate/{trace_id}": {"get": op("A trace, its logs, and its services' metrics around it.", vec![path_param("trace_id", "32 hex digits."), payloads_param()], "{trace, logs, metrics, metrics_window}")},
+            "/api/v1/payloads/{ref}": {"get": {"summary": "A payload's bytes (a prompt, completion, tool result or big value stored once by content), with Range support.",
+                "parameters": [path_param("ref", "blake3:<64 hex digits>, as in a {\"$payload\"} reference.")],
+                "responses": {"200": {"description": "The bytes: application/json, text/plain or application/octet-stream."},
+                              "206": {"description": "The requested byte range."},
+                              "400": {"description": "Malformed reference."},
+                              "404": {"description": "No payload has this reference."},
+                              "416": {"description": "The range lies past the end."}}}},
+            "/api/v1/stats": {"get": op("Records, parts, payloads, bytes on disk, WAL bytes, memory, uptime, faults.", vec![], "{records, spans, logs, metric_points, parts, payloads, payload_bytes, payload_logical_bytes, bytes_on_disk, wal_bytes, faults, ...}")},
             "/api/v1/tail": {"get": {"summary": "New spans and logs as server-sent events (span, log, lagged).",
                 "parameters": [param("signal", "spans, logs or all (default)."), param("service", "Service name."),
                                param("status", "unset, ok or error."), param("severity", "Minimum log severity.")],

@@ -105,6 +105,22 @@ pub struct ExplainArg {
     pub explain: bool,
 }
 
+/// `--payloads ref|inline`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct PayloadsArg {
+    /// Big values (prompts, completions, stack traces) as references
+    /// (`ref`, the default: `{"$payload", "bytes", "preview"}`; fetch one
+    /// with `skein get payload REF`) or in full (`inline`).
+    #[arg(long, value_name = "MODE", value_parser = ["ref", "inline"])]
+    pub payloads: Option<String>,
+}
+
+impl PayloadsArg {
+    pub fn params(&self, p: &mut Params) {
+        push(p, "payloads", self.payloads.as_ref());
+    }
+}
+
 /// Paging: `--limit`, `--cursor`.
 #[derive(Args, Debug, Clone, Default)]
 pub struct PageArgs {
@@ -169,6 +185,8 @@ pub struct SpanFilters {
     pub page: PageArgs,
     #[command(flatten)]
     pub explain: ExplainArg,
+    #[command(flatten)]
+    pub payloads: PayloadsArg,
 }
 
 impl SpanFilters {
@@ -189,6 +207,7 @@ impl SpanFilters {
         self.window.params(&mut p);
         self.page.params(&mut p);
         push_flag(&mut p, "explain", self.explain.explain);
+        self.payloads.params(&mut p);
         p
     }
 }
@@ -223,6 +242,8 @@ pub struct LogFilters {
     pub page: PageArgs,
     #[command(flatten)]
     pub explain: ExplainArg,
+    #[command(flatten)]
+    pub payloads: PayloadsArg,
 }
 
 impl LogFilters {
@@ -238,6 +259,7 @@ impl LogFilters {
         self.window.params(&mut p);
         self.page.params(&mut p);
         push_flag(&mut p, "explain", self.explain.explain);
+        self.payloads.params(&mut p);
         p
     }
 }

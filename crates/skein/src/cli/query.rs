@@ -4,7 +4,7 @@
 use clap::{Args, Subcommand};
 
 use super::client::{CliResult, Exit, NotFound};
-use super::filters::{LogFilters, MetricFilters, SpanFilters};
+use super::filters::{LogFilters, MetricFilters, PayloadsArg, SpanFilters};
 use super::inspect::print_list;
 use super::output::{Format, table, write_stdout};
 use super::{Ctx, found, waterfall};
@@ -26,6 +26,16 @@ pub enum GetCommand {
     /// One trace: its spans in tree order with their depth. With --format
     /// table, a waterfall; with --format otlp, OTLP/JSON.
     Trace(GetTraceArgs),
+    /// One payload's bytes (a prompt, completion or big value that records
+    /// refer to as {"$payload": "blake3:…"}), written to stdout as stored.
+    Payload(GetPayloadArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct GetPayloadArgs {
+    /// The reference: blake3:<64 hex digits>.
+    #[arg(value_name = "REF")]
+    pub reference: String,
 }
 
 #[derive(Args, Debug)]
@@ -35,6 +45,8 @@ pub struct GetTraceArgs {
     /// Add the engine's account of how it answered.
     #[arg(long)]
     pub explain: bool,
+    #[command(flatten)]
+    pub payloads: PayloadsArg,
 }
 
 #[derive(Args, Debug)]
@@ -42,6 +54,8 @@ pub struct CorrelateArgs {
     /// The trace id (32 hex digits).
     #[arg(long = "trace", value_name = "ID")]
     pub trace_id: String,
+    #[command(flatten)]
+    pub payloads: PayloadsArg,
 }
 
 pub const SPAN_COLUMNS: &[(&str, &str)] = &[
@@ -87,7 +101,12 @@ const METRIC_COLUMNS: &[(&str, &str)] = &[
 /// `skein query …`: the search endpoints. Exit 1 when nothing matched.
 pub fn query(ctx: &Ctx, q: &QueryCommand) -> CliResult<Exit> {
     let (path, params, key, cols) = match q {
-        QueryCommand::Traces(f) => ("traces", f.params(), "traces", TRACE_COLUMNS),
+        // Trace summaries hold no attribute values: --payloads does not apply.
+        QueryCommand::Traces(f) => {
+            let mut p = f.params();
+            p.retain(|(k, _)| k != "payloads");
+            ("traces", p, "traces", TRACE_COLUMNS)
+        }
         QueryCommand::Spans(f) => ("spans", f.params(), "spans", SPAN_COLUMNS),
         QueryCommand::Logs(f) => ("logs", f.params(), "logs", LOG_COLUMNS),
         QueryCommand::Metrics(f) => ("metrics", f.params(), "points", METRIC_COLUMNS),
@@ -102,8 +121,12 @@ pub fn query(ctx: &Ctx, q: &QueryCommand) -> CliResult<Exit> {
 
 /// `skein get trace ID`. Exit 1 when there is no such trace.
 pub fn get(ctx: &Ctx, g: &GetCommand) -> CliResult<Exit> {
-    let GetCommand::Trace(a) = g;
+    let a = match g {
+        GetCommand::Trace(a) => a,
+        GetCommand::Payload(p) => return get_payload(ctx, p),
+    };
     let mut params = Vec::new();
+    a.payloads.params(&mut params);
     if ctx.out.format == Format::Otlp {
         params.push(("format".to_string(), "otlp".to_string()));
     }
@@ -124,9 +147,11 @@ pub fn get(ctx: &Ctx, g: &GetCommand) -> CliResult<Exit> {
 /// `skein correlate --trace ID`: the trace, its logs, its services'
 /// metrics around it. Exit 1 when there is no such trace.
 pub fn correlate(ctx: &Ctx, a: &CorrelateArgs) -> CliResult<Exit> {
+    let mut params = Vec::new();
+    a.payloads.params(&mut params);
     let v = ctx
         .client(false)?
-        .get_json(&["api", "v1", "correlate", &a.trace_id], &[], NotFound::NoResults)?;
+        .get_json(&["api", "v1", "correlate", &a.trace_id], &params, NotFound::NoResults)?;
     if ctx.out.table() && ctx.out.fields.is_empty() {
         let mut text = waterfall::render(&v["trace"], waterfall::WIDTH);
         for (title, key, cols) in [("LOGS", "logs", LOG_COLUMNS), ("METRICS", "metrics", METRIC_COLUMNS)] {
@@ -143,5 +168,24 @@ pub fn correlate(ctx: &Ctx, a: &CorrelateArgs) -> CliResult<Exit> {
     } else {
         ctx.out.json(&ctx.out.trim(v, None))?;
     }
+    Ok(Exit::Ok)
+}
+
+/// `skein get payload REF`: the bytes as stored, to stdout. Exit 1 when no
+/// payload has that reference.
+fn get_payload(ctx: &Ctx, a: &GetPayloadArgs) -> CliResult<Exit> {
+    use std::io::Write;
+    let c = ctx.client(false)?;
+    let r = c.send(&["api", "v1", "payloads", &a.reference], &[])?;
+    let status = r.status();
+    let body = r
+        .bytes()
+        .map_err(|e| super::client::CliError::new(Exit::Unreachable, "unreachable", e.to_string()))?;
+    if !status.is_success() {
+        return Err(super::client::api_error(status, &body, NotFound::NoResults));
+    }
+    let mut out = std::io::stdout().lock();
+    out.write_all(&body)?;
+    out.flush()?;
     Ok(Exit::Ok)
 }

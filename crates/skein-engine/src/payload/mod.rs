@@ -1,0 +1,234 @@
+//! The payload store: big string values (prompts, completions, tool
+//! results, stack traces, large log bodies) kept once, content-addressed by
+//! the BLAKE3 of their bytes and zstd-compressed, so that records stay small
+//! and a point read never pays for them.
+//!
+//! A record keeps a reference in the value's place: the map
+//! `{"$payload": "blake3:<64 hex>", "bytes": N, "preview": "<first 200
+//! chars>"}` ([`ref_value`]), which is also how it reads in the Parquet
+//! parts (OTLP/JSON `kvlistValue`), so an outside engine sees what it is.
+//!
+//! Where payload bytes live, and why that is durable:
+//! - at ingest, a batch's new payloads go into the WAL as a payload record
+//!   framed just before the batch, in the same write and fsync, so they are
+//!   durable when the batch is acknowledged; they then sit in the hot tier;
+//! - at flush, a frozen tier's payloads are written as one immutable pack
+//!   (temp → fsync → rename, through the part store) *before* its parts,
+//!   and before its WAL segments are deleted;
+//! - a batch that finds a payload already stored (in a pack or a hot tier)
+//!   carries only the reference.
+
+pub mod extract;
+pub mod pack;
+pub mod store;
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use skein_model::{AnyValue, KeyValue};
+
+use crate::error::{Error, Result};
+
+pub use extract::PayloadPolicy;
+pub use store::{PayloadStats, PayloadStore};
+
+/// The BLAKE3 hash of a payload's bytes: its name.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PayloadRef(pub [u8; 32]);
+
+impl PayloadRef {
+    pub fn of(bytes: &[u8]) -> PayloadRef {
+        PayloadRef(*blake3::hash(bytes).as_bytes())
+    }
+
+    /// Parses `blake3:<64 hex digits>`.
+    pub fn parse(s: &str) -> std::result::Result<PayloadRef, String> {
+        let hex_part = s
+            .strip_prefix("blake3:")
+            .ok_or_else(|| format!("payload reference {s:?} does not start with \"blake3:\""))?;
+        let mut out = [0u8; 32];
+        hex::decode_to_slice(hex_part, &mut out)
+            .map_err(|_| format!("payload reference {s:?} needs 64 hex digits after \"blake3:\""))?;
+        Ok(PayloadRef(out))
+    }
+}
+
+impl std::fmt::Display for PayloadRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "blake3:{}", hex::encode(self.0))
+    }
+}
+
+impl std::fmt::Debug for PayloadRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+/// Keys of the reference map, in order.
+pub const REF_KEY: &str = "$payload";
+const BYTES_KEY: &str = "bytes";
+const PREVIEW_KEY: &str = "preview";
+/// Characters of a payload kept inline in its reference.
+pub const PREVIEW_CHARS: usize = 200;
+
+/// The value a record keeps in place of the payload `text`.
+pub fn ref_value(id: PayloadRef, text: &str) -> AnyValue {
+    let preview: String = text.chars().take(PREVIEW_CHARS).collect();
+    AnyValue::Map(vec![
+        KeyValue::new(REF_KEY, id.to_string()),
+        KeyValue::new(BYTES_KEY, text.len() as i64),
+        KeyValue::new(PREVIEW_KEY, preview),
+    ])
+}
+
+/// The reference and size held by `v`, if it is a reference map (exactly
+/// the three keys, in order, with a well-formed reference).
+pub fn as_ref_value(v: &AnyValue) -> Option<(PayloadRef, u64)> {
+    let AnyValue::Map(m) = v else { return None };
+    let [r, b, p] = m.as_slice() else { return None };
+    if r.key != REF_KEY || b.key != BYTES_KEY || p.key != PREVIEW_KEY || p.value.as_str().is_none() {
+        return None;
+    }
+    let id = PayloadRef::parse(r.value.as_str()?).ok()?;
+    let bytes = u64::try_from(b.value.as_i64()?).ok()?;
+    Some((id, bytes))
+}
+
+/// A payload as stored: its name, its size, its zstd-compressed bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Blob {
+    pub id: PayloadRef,
+    pub raw_len: u64,
+    pub zstd: Arc<[u8]>,
+}
+
+/// zstd level of payloads: they are written once and read rarely.
+const PAYLOAD_ZSTD_LEVEL: i32 = 3;
+
+/// The largest payload accepted (the WAL frame limit bounds a batch anyway).
+pub const MAX_PAYLOAD_BYTES: u64 = 64 << 20;
+
+impl Blob {
+    pub fn compress(id: PayloadRef, bytes: &[u8]) -> Result<Blob> {
+        let zstd = zstd::bulk::compress(bytes, PAYLOAD_ZSTD_LEVEL).map_err(|e| Error::io("compress payload", e))?;
+        Ok(Blob {
+            id,
+            raw_len: bytes.len() as u64,
+            zstd: zstd.into(),
+        })
+    }
+
+    /// The payload's bytes, checked against its name: a payload whose
+    /// bytes do not hash to it is an error naming it and `place`, never
+    /// returned as valid.
+    pub fn decompress(&self, place: &str) -> Result<Vec<u8>> {
+        let raw = crate::envelope::zstd_decompress(&self.zstd, self.raw_len as usize)
+            .map_err(|e| Error::corrupt(format!("payload {} in {place}", self.id), e.to_string()))?;
+        if raw.len() as u64 != self.raw_len || PayloadRef::of(&raw) != self.id {
+            return Err(Error::corrupt(
+                format!("payload {} in {place}", self.id),
+                "its bytes do not hash to its name",
+            ));
+        }
+        Ok(raw)
+    }
+}
+
+/// A WAL payload record's body: the blobs one after another, each
+/// `[id 32][raw_len u64 LE][zlen u32 LE][zstd bytes]`. Encoded and decoded
+/// here, side by side.
+pub fn encode_blobs(blobs: &[Blob]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(blobs.iter().map(|b| 44 + b.zstd.len()).sum());
+    for b in blobs {
+        out.extend_from_slice(&b.id.0);
+        out.extend_from_slice(&b.raw_len.to_le_bytes());
+        out.extend_from_slice(&(b.zstd.len() as u32).to_le_bytes());
+        out.extend_from_slice(&b.zstd);
+    }
+    out
+}
+
+pub fn decode_blobs(mut bytes: &[u8]) -> Result<Vec<Blob>> {
+    let bad = |d: &str| Error::corrupt("WAL payload record", d.to_string());
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        let Some((head, rest)) = bytes.split_first_chunk::<44>() else {
+            return Err(bad("a payload header is cut short"));
+        };
+        let (id, rest_head) = head.split_at(32);
+        let (raw_len, zlen) = rest_head.split_at(8);
+        let raw_len = u64::from_le_bytes(raw_len.try_into().map_err(|_| bad("short header"))?);
+        let zlen = u32::from_le_bytes(zlen.try_into().map_err(|_| bad("short header"))?) as usize;
+        if zlen > rest.len() {
+            return Err(bad("a payload is cut short"));
+        }
+        if raw_len > MAX_PAYLOAD_BYTES {
+            return Err(bad("a payload is larger than the maximum"));
+        }
+        let (zstd, rest) = rest.split_at(zlen);
+        out.push(Blob {
+            id: PayloadRef(id.try_into().map_err(|_| bad("short id"))?),
+            raw_len,
+            zstd: zstd.into(),
+        });
+        bytes = rest;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_print_and_parse() {
+        let id = PayloadRef::of(b"hello");
+        let s = id.to_string();
+        assert_eq!(s, format!("blake3:{}", blake3::hash(b"hello").to_hex()));
+        assert_eq!(PayloadRef::parse(&s).unwrap(), id);
+        assert!(
+            PayloadRef::parse("sha256:00")
+                .unwrap_err()
+                .contains("does not start with")
+        );
+        assert!(PayloadRef::parse("blake3:abc").unwrap_err().contains("64 hex digits"));
+        assert!(PayloadRef::parse(&format!("blake3:{}", "zz".repeat(32))).is_err());
+    }
+
+    #[test]
+    fn reference_values_are_recognised_exactly() {
+        let text = "é".repeat(300);
+        let v = ref_value(PayloadRef::of(text.as_bytes()), &text);
+        assert_eq!(as_ref_value(&v), Some((PayloadRef::of(text.as_bytes()), 600)));
+        let AnyValue::Map(m) = &v else { panic!() };
+        assert_eq!(m[2].value.as_str().unwrap().chars().count(), PREVIEW_CHARS);
+        // A map a user sent that only looks like one is left alone.
+        let mut other = m.clone();
+        other.push(KeyValue::new("more", 1));
+        assert_eq!(as_ref_value(&AnyValue::Map(other)), None);
+        let mut bad_ref = m.clone();
+        bad_ref[0].value = AnyValue::Str("blake3:nothex".into());
+        assert_eq!(as_ref_value(&AnyValue::Map(bad_ref)), None);
+        assert_eq!(as_ref_value(&AnyValue::Str("blake3:00".into())), None);
+    }
+
+    #[test]
+    fn blobs_round_trip_and_damage_is_named() {
+        let blobs: Vec<Blob> = [&b""[..], b"one", &[7u8; 10_000]]
+            .iter()
+            .map(|b| Blob::compress(PayloadRef::of(b), b).unwrap())
+            .collect();
+        let bytes = encode_blobs(&blobs);
+        let back = decode_blobs(&bytes).unwrap();
+        assert_eq!(back, blobs);
+        assert_eq!(back[2].decompress("test").unwrap(), vec![7u8; 10_000]);
+        assert!(decode_blobs(&bytes[..bytes.len() - 1]).is_err());
+        assert!(decode_blobs(&bytes[..20]).is_err());
+        // A blob whose bytes do not hash to its name is refused.
+        let mut liar = blobs[1].clone();
+        liar.id = PayloadRef::of(b"two");
+        let err = liar.decompress("pack 7").unwrap_err().to_string();
+        assert!(err.contains(&liar.id.to_string()) && err.contains("pack 7"), "{err}");
+    }
+}

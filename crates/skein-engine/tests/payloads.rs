@@ -1,0 +1,212 @@
+//! The payload store through the engine: big and GenAI content values are
+//! stored once, come back byte-identical from every tier (hot, replayed
+//! WAL, flushed parts, compacted parts), and damage is never returned as
+//! valid.
+
+use std::path::Path;
+
+use proptest::prelude::*;
+use skein_engine::payload::as_ref_value;
+use skein_engine::{AttrFilter, AttrScope, Engine, EngineOptions, LogQuery, PayloadRef, SpanQuery};
+use skein_model::corpus::Corpus;
+use skein_model::{AnyValue, KeyValue, LogRecord, Span};
+
+const END_NS: u64 = skein_engine::testdata::END_NS;
+
+fn opts(dir: &Path) -> EngineOptions {
+    let mut o = EngineOptions::new(dir);
+    o.background = false;
+    o
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum()
+}
+
+fn all_spans(e: &Engine) -> Vec<Span> {
+    let q = SpanQuery {
+        limit: 100_000,
+        ..Default::default()
+    };
+    let mut v: Vec<Span> = e
+        .search_spans(&q)
+        .unwrap()
+        .records
+        .iter()
+        .map(|s| (**s).clone())
+        .collect();
+    v.sort_by_key(|s| (s.trace_id, s.span_id));
+    v
+}
+
+fn attr<'a>(s: &'a Span, key: &str) -> Option<&'a AnyValue> {
+    s.attributes.iter().find(|kv| kv.key == key).map(|kv| &kv.value)
+}
+
+/// 10,000 LLM spans sharing one 20 KiB system prompt store it once: in the
+/// WAL (only the first batch carries it) and in the packs on disk.
+#[test]
+fn a_shared_prompt_is_stored_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(opts(dir.path())).unwrap();
+    let system: String = (0..20 * 1024).map(|i| (b'a' + (i * 7 % 26) as u8) as char).collect();
+    let corpus = Corpus::with_shape(1000, 10, 5, 5, END_NS);
+    for i in 0..10 {
+        let mut spans = corpus.spans(i * 100..(i + 1) * 100);
+        for s in &mut spans {
+            s.attributes
+                .push(KeyValue::new("gen_ai.system_instructions", system.clone()));
+        }
+        e.ingest_spans(spans).unwrap();
+    }
+    let st = e.stats();
+    assert_eq!(st.spans, 10_000);
+    assert_eq!(
+        (st.payloads.payloads, st.payloads.payload_logical_bytes),
+        (1, 20 * 1024)
+    );
+    assert!(
+        st.wal_bytes < 4 * 1024 * 1024,
+        "the WAL holds the prompt once: {} bytes",
+        st.wal_bytes
+    );
+    e.flush().unwrap();
+    e.compact().unwrap();
+    let on_disk = dir_bytes(&dir.path().join("parts/payloads"));
+    assert!(
+        on_disk > 0 && on_disk < 20 * 1024,
+        "payload store holds {on_disk} bytes"
+    );
+    let st = e.stats();
+    assert_eq!((st.payloads.payloads, st.payloads.payload_packs), (1, 1));
+    // Every span refers to it, and it reads back whole.
+    let spans = all_spans(&e);
+    assert_eq!(spans.len(), 10_000);
+    let id = PayloadRef::of(system.as_bytes());
+    for s in &spans {
+        assert_eq!(
+            as_ref_value(attr(s, "gen_ai.system_instructions").unwrap()),
+            Some((id, 20 * 1024))
+        );
+    }
+    assert_eq!(e.payload(&id).unwrap().unwrap(), system.as_bytes());
+    // An equality filter on the value still finds the spans that carry it.
+    let by_value = |v: &str| {
+        e.search_spans(&SpanQuery {
+            attributes: vec![AttrFilter::eq(AttrScope::Record, "gen_ai.system_instructions", v)],
+            limit: 100,
+            ..Default::default()
+        })
+        .unwrap()
+        .records
+        .len()
+    };
+    assert_eq!(by_value(&system), 100);
+    assert_eq!(by_value(&system[1..]), 0);
+    assert_eq!(by_value(&format!("{}!", &system[1..])), 0, "same length, other bytes");
+    let inlined = e.inline_payloads(&spans[0]).unwrap();
+    assert_eq!(
+        attr(&inlined, "gen_ai.system_instructions").unwrap().as_str(),
+        Some(system.as_str())
+    );
+}
+
+/// A pack whose bytes were damaged is an error naming the payload and the
+/// pack, never returned as valid; a payload nobody stored is `None`.
+#[test]
+fn a_damaged_pack_is_an_error_naming_the_payload() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = "stack frame\n".repeat(1000);
+    let id = PayloadRef::of(body.as_bytes());
+    {
+        let e = Engine::open(opts(dir.path())).unwrap();
+        let mut logs = skein_engine::testdata::logs(1);
+        logs[0].body = AnyValue::Str(body.clone());
+        e.ingest_logs(logs).unwrap();
+        e.close().unwrap();
+    }
+    let packs = dir.path().join("parts/payloads");
+    let pack = std::fs::read_dir(&packs).unwrap().next().unwrap().unwrap().path();
+    let mut bytes = std::fs::read(&pack).unwrap();
+    bytes[3] ^= 0x10;
+    std::fs::write(&pack, &bytes).unwrap();
+    let e = Engine::open(opts(dir.path())).unwrap();
+    let err = e.payload(&id).unwrap_err().to_string();
+    assert!(err.contains(&id.to_string()) && err.contains(".pack"), "{err}");
+    assert!(e.payload(&PayloadRef::of(b"never stored")).unwrap().is_none());
+    // The log itself still reads, with its reference.
+    let logs = e
+        .search_logs(&LogQuery {
+            limit: 10,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(as_ref_value(&logs.records[0].body), Some((id, body.len() as u64)));
+}
+
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        // Sizes across the thresholds, up to 5 MiB (a few large ones).
+        (0usize..6000).prop_map(|n| "é,x\u{0}\n".chars().cycle().take(n).collect()),
+        prop::collection::vec(any::<char>(), 0..400).prop_map(|c| c.into_iter().collect()),
+        prop::sample::select(vec![4112usize, 65536, 5 << 20]).prop_map(|n| "0123456789abcdef".repeat(n / 16)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    /// Every value comes back byte-identical, whatever tier holds it:
+    /// the hot tier, the hot tier rebuilt by WAL replay, a flushed part
+    /// and a compacted one.
+    #[test]
+    fn payloads_come_back_byte_identical(values in prop::collection::vec(text(), 1..6), content in any::<bool>()) {
+        let dir = tempfile::tempdir().unwrap();
+        let corpus = Corpus::with_shape(values.len() as u64, 2, 2, 2, END_NS);
+        let key = if content { "gen_ai.output.messages" } else { "app.blob" };
+        let mut spans = corpus.spans(0..values.len() as u64);
+        let mut logs: Vec<LogRecord> = skein_engine::testdata::logs(values.len());
+        for (i, v) in values.iter().enumerate() {
+            spans[i * 2].attributes.push(KeyValue::new(key, v.clone()));
+            logs[i].body = AnyValue::Str(v.clone());
+        }
+        let mut want_spans = spans.clone();
+        want_spans.sort_by_key(|s| (s.trace_id, s.span_id));
+        let check = |e: &Engine| {
+            let got: Vec<Span> = all_spans(e).iter().map(|s| e.inline_payloads(s).unwrap()).collect();
+            assert_eq!(got, want_spans);
+            let mut bodies: Vec<String> = e
+                .search_logs(&LogQuery { limit: 1000, ..Default::default() })
+                .unwrap()
+                .records
+                .iter()
+                .map(|l| e.inline_payloads(&**l).unwrap().body.as_str().unwrap_or_default().to_string())
+                .collect();
+            bodies.sort();
+            let mut want: Vec<String> = values.clone();
+            want.sort();
+            assert_eq!(bodies, want);
+        };
+        {
+            let e = Engine::open(opts(dir.path())).unwrap();
+            e.ingest_spans(spans.clone()).unwrap();
+            e.ingest_logs(logs.clone()).unwrap();
+            check(&e);
+            // Dropped without a flush: the next open replays the WAL.
+        }
+        let e = Engine::open(opts(dir.path())).unwrap();
+        check(&e);
+        e.flush().unwrap();
+        check(&e);
+        // Again, so that compaction has two parts to merge.
+        e.ingest_spans(spans).unwrap();
+        e.flush().unwrap();
+        e.compact().unwrap();
+        check(&e);
+        drop(e);
+        check(&Engine::open(opts(dir.path())).unwrap());
+    }
+}
