@@ -118,6 +118,20 @@ pub(crate) mod tests {
         .await
     }
 
+    /// What the engine refuses as sent is the client's to fix (400), what
+    /// a retry may fix is 503, anything else 500.
+    #[test]
+    fn store_failures_are_classified_by_who_can_fix_them() {
+        let too_big = skein_engine::Error::Invalid("batch exceeds the WAL frame limit".into());
+        assert!(matches!(IngestError::storing(too_big), IngestError::Malformed(_)));
+        let wal = skein_engine::Error::WalFailed {
+            reason: "disk full".into(),
+        };
+        assert!(matches!(IngestError::storing(wal), IngestError::Unavailable(_)));
+        let other = skein_engine::Error::Other("surprise".into());
+        assert!(matches!(IngestError::storing(other), IngestError::Internal(_)));
+    }
+
     #[tokio::test]
     async fn each_refusal_is_typed_and_counted_by_reason() {
         let dir = tempfile::tempdir().unwrap();

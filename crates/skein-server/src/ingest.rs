@@ -169,11 +169,14 @@ pub enum IngestError {
 
 impl IngestError {
     /// Classifies a failed store: 503 / UNAVAILABLE for what a retry may
-    /// fix, 500 / INTERNAL for the rest.
+    /// fix, 400 / INVALID_ARGUMENT for a request the engine refuses as
+    /// sent (a batch over the WAL frame limit), 500 / INTERNAL for the rest.
     pub fn storing(e: skein_engine::Error) -> Self {
         let message = format!("storing failed: {e}");
         if e.is_unavailable() {
             IngestError::Unavailable(message)
+        } else if e.is_invalid_input() {
+            IngestError::Malformed(message)
         } else {
             IngestError::Internal(message)
         }
