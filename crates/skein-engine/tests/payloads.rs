@@ -138,6 +138,13 @@ fn a_damaged_pack_is_an_error_naming_the_payload() {
     assert!(err.contains(&id.to_string()) && err.contains(".pack"), "{err}");
     assert!(e.payload(&PayloadRef::of(b"never stored")).unwrap().is_none());
     // The log itself still reads, with its reference.
+    let _ = e
+        .search_logs(&LogQuery {
+            body_contains: Some("frame".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .unwrap();
     let logs = e
         .search_logs(&LogQuery {
             limit: 10,
@@ -145,6 +152,51 @@ fn a_damaged_pack_is_an_error_naming_the_payload() {
         })
         .unwrap();
     assert_eq!(as_ref_value(&logs.records[0].body), Some((id, body.len() as u64)));
+}
+
+/// A substring search reads a body stored as a payload in its own text,
+/// wherever the match is, in every tier.
+#[test]
+fn body_search_reads_payload_bodies() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(opts(dir.path())).unwrap();
+    let mut logs = skein_engine::testdata::logs(3);
+    let deep = format!(
+        "{}  at com.example.PoolTimeoutException\n",
+        "  at frame.Line\n".repeat(500)
+    );
+    logs[0].body = AnyValue::Str(deep.clone());
+    e.ingest_logs(logs).unwrap();
+    let find = |needle: &str| {
+        e.search_logs(&LogQuery {
+            body_contains: Some(needle.into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .unwrap()
+        .records
+        .len()
+    };
+    for tier in ["hot", "part"] {
+        assert!(
+            as_ref_value(
+                &e.search_logs(&LogQuery {
+                    limit: 10,
+                    ..Default::default()
+                })
+                .unwrap()
+                .records
+                .iter()
+                .find(|l| as_ref_value(&l.body).is_some())
+                .unwrap()
+                .body
+            )
+            .is_some()
+        );
+        assert_eq!(find("pooltimeoutexception"), 1, "{tier}: past the preview");
+        assert_eq!(find("no such words"), 0, "{tier}");
+        e.flush().unwrap();
+    }
 }
 
 fn text() -> impl Strategy<Value = String> {

@@ -32,8 +32,10 @@
 //! - `flushed_mx` with `flushed_cv`, `wake` with `wake_cv`: sleeping until a
 //!   flush finishes / waking the background threads. `flushed_mx` is held
 //!   while `state` is read in `wait_for_room`, never the other way round.
-//! - `last_ingest`, the fault list, the shadow and page caches: leaves,
-//!   taken with nothing else acquired after them.
+//! - a hot tier's payload map, the pack index, `last_ingest`, the fault
+//!   list, the shadow and page caches: leaves, taken with nothing else
+//!   acquired after them (a search may take a payload map while it holds a
+//!   hot table, to read a body stored as a payload).
 //!
 //! Locks held at the same time are taken in this order, outermost first: a
 //! task lock → `gate` → WAL → `state` → a hot table. (An ingest holds
@@ -67,7 +69,7 @@ use crate::payload::{self, PayloadPolicy, PayloadRef, PayloadStats, PayloadStore
 use crate::query::Window;
 use crate::query::aggregate::{self, Anomaly, OperationSummary, ServiceSummary, Summary};
 use crate::query::explain::Explain;
-use crate::query::filter::{LogQuery, MetricQuery, SpanQuery};
+use crate::query::filter::{LogQuery, MetricQuery, PayloadText, SpanQuery};
 use crate::query::search::{self, SearchResult};
 use crate::record::Signal;
 use crate::storage::PartStore;
@@ -300,13 +302,7 @@ impl Engine {
     /// A payload's bytes, checked against its reference; `None` if no
     /// payload has that reference.
     pub fn payload(&self, id: &PayloadRef) -> Result<Option<Vec<u8>>> {
-        if let Some(blob) = self.state().hot_payload(id) {
-            return blob.decompress("the hot tier").map(Some);
-        }
-        match self.inner.payloads.blob(id)? {
-            Some((blob, pack)) => blob.decompress(&pack).map(Some),
-            None => Ok(None),
-        }
+        self.inner.payload(id)
     }
 
     /// `record` with its payload references replaced by the payloads.
@@ -323,7 +319,30 @@ impl Engine {
     }
 
     pub fn search_logs(&self, q: &LogQuery) -> Result<SearchResult<LogRecord>> {
-        search::search(&self.state().sources::<LogRecord>(), q)
+        if q.body_contains.is_none() || q.payload_text.is_some() {
+            return search::search(&self.state().sources::<LogRecord>(), q);
+        }
+        // A body stored as a payload is searched in its own text. The
+        // resolver is called with a hot table's lock held: it must not take
+        // `state` (see the lock order above), so it holds the tiers of this
+        // snapshot and takes only their payload locks and the pack index.
+        let state = self.state();
+        let tiers: Vec<Arc<Tier>> = state.tiers().cloned().collect();
+        let inner = self.inner.clone();
+        let q = LogQuery {
+            payload_text: Some(PayloadText(Arc::new(move |id| {
+                let bytes = match tiers.iter().find_map(|t| t.payloads.read().blobs.get(id).cloned()) {
+                    Some(blob) => blob.decompress("the hot tier").ok()?,
+                    None => {
+                        let (blob, pack) = inner.payloads.blob(id).ok()??;
+                        blob.decompress(&pack).ok()?
+                    }
+                };
+                Some(String::from_utf8_lossy(&bytes).into_owned())
+            }))),
+            ..q.clone()
+        };
+        search::search(&state.sources::<LogRecord>(), &q)
     }
 
     pub fn search_metrics(&self, q: &MetricQuery) -> Result<SearchResult<MetricPoint>> {
@@ -540,6 +559,16 @@ impl Inner {
             }
         }
         Ok(report)
+    }
+
+    fn payload(&self, id: &PayloadRef) -> Result<Option<Vec<u8>>> {
+        if let Some(blob) = self.state.read().hot_payload(id) {
+            return blob.decompress("the hot tier").map(Some);
+        }
+        match self.payloads.blob(id)? {
+            Some((blob, pack)) => blob.decompress(&pack).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// Whether a payload is stored already, in a pack or a hot tier.

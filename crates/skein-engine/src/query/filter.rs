@@ -332,6 +332,32 @@ pub struct LogQuery {
     pub window: Window,
     pub limit: usize,
     pub cursor: Option<Cursor>,
+    /// Reads the text of a body stored as a payload, for `body_contains`
+    /// (the engine sets it; without it only the reference is searched).
+    pub payload_text: Option<PayloadText>,
+}
+
+/// Resolves a payload reference to its text.
+#[derive(Clone)]
+pub struct PayloadText(pub std::sync::Arc<dyn Fn(&PayloadRef) -> Option<String> + Send + Sync>);
+
+impl std::fmt::Debug for PayloadText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PayloadText")
+    }
+}
+
+impl LogQuery {
+    /// The body's text: a payload's own text when the body is one and the
+    /// query can read it.
+    fn body_text<'a>(&self, body: &'a AnyValue) -> std::borrow::Cow<'a, str> {
+        if let (Some((id, _)), Some(read)) = (payload::as_ref_value(body), &self.payload_text)
+            && let Some(text) = (read.0)(&id)
+        {
+            return text.into();
+        }
+        body_text(body)
+    }
 }
 
 pub fn body_text(body: &AnyValue) -> std::borrow::Cow<'_, str> {
@@ -384,7 +410,7 @@ impl RecordQuery<LogRecord> for LogQuery {
             && self
                 .body_contains
                 .as_deref()
-                .is_none_or(|b| contains_ci(&body_text(&l.body), &b.to_lowercase()))
+                .is_none_or(|b| contains_ci(&self.body_text(&l.body), &b.to_lowercase()))
             && self.attributes.iter().all(|f| match f.scope {
                 AttrScope::Record | AttrScope::Event => f.matches_list(&l.attributes),
                 AttrScope::Resource => f.matches_list(&l.resource.attributes),
