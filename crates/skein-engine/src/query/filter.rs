@@ -337,9 +337,12 @@ pub struct LogQuery {
     pub payload_text: Option<PayloadText>,
 }
 
+/// Reads the text a payload reference names, if it can.
+pub type ReadPayloadText = dyn Fn(&PayloadRef) -> Option<String> + Send + Sync;
+
 /// Resolves a payload reference to its text.
 #[derive(Clone)]
-pub struct PayloadText(pub std::sync::Arc<dyn Fn(&PayloadRef) -> Option<String> + Send + Sync>);
+pub struct PayloadText(pub std::sync::Arc<ReadPayloadText>);
 
 impl std::fmt::Debug for PayloadText {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
