@@ -236,6 +236,7 @@ pub async fn search_logs(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult 
         window,
         limit: p.limit(100, 10_000)?,
         cursor: cursor(&mut p)?,
+        payload_text: None,
     };
     let explain = p.flag("explain")?;
     let inline = inline_payloads(&mut p)?;
