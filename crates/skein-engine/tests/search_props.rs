@@ -848,6 +848,7 @@ fn log_query() -> impl Strategy<Value = LogQuery> {
             window: Window::from_bounds(start, end),
             limit,
             cursor: None,
+            payload_text: None,
         })
 }
 
@@ -970,6 +971,7 @@ impl Derived {
             window,
             limit: self.limit,
             cursor: None,
+            payload_text: None,
         })
     }
 
