@@ -79,6 +79,10 @@ pub trait Record: Clone + Send + Sync + Serialize + DeserializeOwned + std::fmt:
     /// for a log body).
     fn payload_slots(&mut self, _f: &mut dyn FnMut(Option<&str>, &mut AnyValue)) {}
 
+    /// Calls `f` with each value [`payload_slots`](Record::payload_slots)
+    /// visits, read-only.
+    fn payload_values(&self, _f: &mut dyn FnMut(&AnyValue)) {}
+
     /// Terms for the postings index: the resource's, then the record's.
     fn index_terms(&self, out: &mut Vec<IndexTerm>) {
         resource_terms(self.resource(), out);
@@ -172,6 +176,12 @@ impl Record for Span {
             attr_slots(&mut e.attributes, f);
         }
     }
+    fn payload_values(&self, f: &mut dyn FnMut(&AnyValue)) {
+        self.attributes.iter().for_each(|kv| f(&kv.value));
+        for e in &self.events {
+            e.attributes.iter().for_each(|kv| f(&kv.value));
+        }
+    }
 }
 
 fn attr_slots(attrs: &mut [KeyValue], f: &mut dyn FnMut(Option<&str>, &mut AnyValue)) {
@@ -242,6 +252,10 @@ impl Record for LogRecord {
     fn payload_slots(&mut self, f: &mut dyn FnMut(Option<&str>, &mut AnyValue)) {
         f(None, &mut self.body);
         attr_slots(&mut self.attributes, f);
+    }
+    fn payload_values(&self, f: &mut dyn FnMut(&AnyValue)) {
+        f(&self.body);
+        self.attributes.iter().for_each(|kv| f(&kv.value));
     }
 }
 

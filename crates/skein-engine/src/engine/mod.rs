@@ -37,13 +37,18 @@
 //!   acquired after them (a search may take a payload map while it holds a
 //!   hot table, to read a body stored as a payload).
 //!
+//! - `payload_gate` (`RwLock<()>`): read by an ingest from deciding which
+//!   payloads are stored already to inserting its records; written by
+//!   payload garbage collection while it computes what is live.
+//!
 //! Locks held at the same time are taken in this order, outermost first: a
-//! task lock → `gate` → WAL → `state` → a hot table. (An ingest holds
+//! task lock → `payload_gate` → `gate` → WAL → `state` → a hot table. (An ingest holds
 //! `gate` across its WAL append and its table insert; a freeze holds its
 //! lock and `gate` across the WAL rotation and the `state` swap.) No path
 //! takes an earlier lock while holding a later one, so none can deadlock.
 
 mod compact;
+mod gc;
 mod recovery;
 pub mod tier;
 
@@ -176,6 +181,10 @@ pub(crate) struct Inner {
     opts: EngineOptions,
     store: Arc<dyn PartStore>,
     payloads: PayloadStore,
+    /// Held for reading by ingest from deciding which payloads are known to
+    /// inserting its records; for writing by payload garbage collection
+    /// (see `gc`).
+    payload_gate: RwLock<()>,
     wal: Arc<Wal>,
     _lock: DirLock,
     gate: RwLock<()>,
@@ -403,6 +412,14 @@ impl Engine {
         })
     }
 
+    /// Forgets payloads no record refers to and rewrites packs that are
+    /// mostly garbage, synchronously (the compaction thread does this
+    /// after merges). A failure is a compaction fault.
+    pub fn collect_payload_garbage(&self) -> Result<payload::GcReport> {
+        self.inner
+            .tracked(FaultKind::Compaction, || self.inner.collect_payload_garbage())
+    }
+
     /// Merges parts until no more merges apply, synchronously. A failure is
     /// a compaction fault until a compaction succeeds.
     pub fn compact(&self) -> Result<usize> {
@@ -519,6 +536,7 @@ impl Inner {
         }
         self.wait_for_room()?;
         let n = accepted.len();
+        let _payloads_stay = self.payload_gate.read();
         // Payloads stored already (in a pack or a hot tier) are referenced;
         // the rest travel in the WAL with the batch.
         let blobs = payload::extract::extract(&mut accepted, &self.opts.payloads, &|id| self.payload_known(id))?;
@@ -761,7 +779,16 @@ impl Inner {
         while !self.stop.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(500));
             let idle = self.last_ingest.lock().elapsed() >= self.opts.compaction.idle_after;
-            if self.tracked(FaultKind::Compaction, || self.compact(idle)).is_err() {
+            let round = self.tracked(FaultKind::Compaction, || {
+                let merged = self.compact(idle)?;
+                // Merges are what leave payloads unreferenced (until
+                // retention and erasure); collect after them.
+                if merged > 0 {
+                    self.collect_payload_garbage()?;
+                }
+                Ok(())
+            });
+            if round.is_err() {
                 std::thread::sleep(Duration::from_secs(5));
             }
         }

@@ -100,6 +100,7 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
     Ok(Inner {
         store,
         payloads,
+        payload_gate: RwLock::new(()),
         wal: Arc::new(wal),
         _lock: lock,
         gate: RwLock::new(()),

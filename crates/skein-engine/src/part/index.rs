@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::hash::FastMap;
+use crate::payload::PayloadRef;
 use crate::query::Window;
 use crate::record::{Record, TermCache};
 use crate::stats::{PartStats, StatsBuilder};
@@ -137,6 +138,9 @@ pub struct PartIndex {
     /// Time of rows 0, STRIDE, 2·STRIDE, … (rows are time-sorted).
     pub time_marks: Vec<u64>,
     pub stats: PartStats,
+    /// Every payload the part's rows refer to, sorted: what payload garbage
+    /// collection must keep.
+    pub payload_refs: Vec<PayloadRef>,
 }
 
 impl PartIndex {
@@ -161,6 +165,7 @@ impl PartIndex {
             + self.time_marks.len() * 8
             + self.stats.ops.len() * 256
             + self.stats.series.len() * 8
+            + self.payload_refs.len() * 32
     }
 }
 
@@ -177,6 +182,7 @@ pub struct IndexBuilder {
     terms_buf: Vec<IndexTerm>,
     term_cache: TermCache,
     pub stats: StatsBuilder,
+    payload_refs: crate::hash::FastSet<PayloadRef>,
 }
 
 /// Keys with more distinct values than this (and than a tenth of the rows)
@@ -213,6 +219,7 @@ impl IndexBuilder {
         }
         self.terms_buf = terms;
         r.add_stats(&mut self.stats);
+        crate::payload::refs_of(r, &mut self.payload_refs);
         self.rows += 1;
     }
 
@@ -222,18 +229,27 @@ impl IndexBuilder {
 
     pub fn finish(self) -> PartIndex {
         let stats = self.stats.snapshot();
-        PartIndex::assemble(
+        let mut index = PartIndex::assemble(
             self.rows,
             TraceIndex::build(self.trace_pairs),
             self.postings,
             &self.key_of_value,
             self.time_marks,
             stats,
-        )
+        );
+        index.set_payload_refs(self.payload_refs);
+        index
     }
 }
 
 impl PartIndex {
+    /// Records the payloads the part's rows refer to.
+    pub fn set_payload_refs(&mut self, refs: crate::hash::FastSet<PayloadRef>) {
+        let mut refs: Vec<PayloadRef> = refs.into_iter().collect();
+        refs.sort_unstable();
+        self.payload_refs = refs;
+    }
+
     /// Puts an index together from its pieces, dropping the value postings
     /// of attribute keys with too many distinct values in these `rows`.
     /// `key_of_value` maps each attribute-value term present in `postings`
@@ -267,16 +283,19 @@ impl PartIndex {
             unindexed_keys,
             time_marks,
             stats,
+            payload_refs: Vec::new(),
         }
     }
 }
 
 // ------------------------------------------------------------ persistence
 
-/// The sidecar file: `SKEINIDX`, version 1, zstd postcard of [`Wire`].
+/// The sidecar file: `SKEINIDX`, version 2, zstd postcard of [`Wire`]
+/// (version 1 had no payload references; such a sidecar is rebuilt from
+/// its part, as a damaged one is).
 pub const SIDECAR: Envelope = Envelope {
     magic: b"SKEINIDX",
-    version: 1,
+    version: 2,
     what: "part index",
     max_body: 1 << 31,
 };
@@ -288,6 +307,7 @@ struct Wire {
     unindexed_keys: Vec<Term>,
     time_marks: Vec<u64>,
     stats: PartStats,
+    payload_refs: Vec<PayloadRef>,
 }
 
 /// zstd level of an index rebuilt when a part opens. A part writer uses its
@@ -310,6 +330,7 @@ pub fn encode(index: &PartIndex, zstd_level: i32) -> Result<Vec<u8>> {
         unindexed_keys: index.unindexed_keys.iter().copied().collect(),
         time_marks: index.time_marks.clone(),
         stats: index.stats.clone(),
+        payload_refs: index.payload_refs.clone(),
     };
     let raw = postcard::to_stdvec(&wire).map_err(|e| Error::Other(format!("encode index: {e}")))?;
     SIDECAR.seal(&raw, zstd_level)
@@ -323,6 +344,9 @@ pub fn decode(bytes: &[u8]) -> Result<PartIndex> {
     if !wire.time_marks.is_sorted() {
         return Err(bad("time marks are not in ascending order"));
     }
+    if !wire.payload_refs.is_sorted() {
+        return Err(bad("payload references are not in ascending order"));
+    }
     let mut postings = FastMap::with_capacity_and_hasher(wire.postings.len(), Default::default());
     for (t, b) in wire.postings {
         let bitmap = RoaringBitmap::deserialize_from(Cursor::new(b)).map_err(|e| bad(&e.to_string()))?;
@@ -334,6 +358,7 @@ pub fn decode(bytes: &[u8]) -> Result<PartIndex> {
         unindexed_keys: wire.unindexed_keys.into_iter().collect(),
         time_marks: wire.time_marks,
         stats: wire.stats,
+        payload_refs: wire.payload_refs,
     })
 }
 
@@ -506,8 +531,30 @@ mod tests {
             let back = decode(&encode(&ix, INDEX_ZSTD_LEVEL).unwrap()).unwrap();
             assert_eq!(exercise(&back), exercise(&ix));
         }
-        let err = decode(b"SKEINIDX\x01\0\0\0\0\0\0\0junk").unwrap_err();
+        let err = decode(b"SKEINIDX\x02\0\0\0\0\0\0\0junk").unwrap_err();
         assert!(err.to_string().contains("checksum mismatch"), "{err}");
+        // A sidecar of the previous version is refused (and so rebuilt
+        // from its part when the part opens).
+        let old = Envelope { version: 1, ..SIDECAR }.seal(b"", 1).unwrap();
+        let err = decode(&old).unwrap_err();
+        assert!(err.to_string().contains("version 1 (expected 2)"), "{err}");
+    }
+
+    /// The payloads a part's rows refer to are in its index, sorted, and
+    /// survive the sidecar round trip.
+    #[test]
+    fn payload_references_are_indexed() {
+        let mut logs = testdata::logs(4);
+        let (a, b) = ("a".repeat(5000), "b".repeat(5000));
+        logs[0].body = crate::payload::ref_value(PayloadRef::of(a.as_bytes()), &a);
+        logs[1].body = crate::payload::ref_value(PayloadRef::of(b.as_bytes()), &b);
+        logs[2].body = logs[0].body.clone();
+        let ix = index_of(&logs);
+        let mut want = vec![PayloadRef::of(a.as_bytes()), PayloadRef::of(b.as_bytes())];
+        want.sort();
+        assert_eq!(ix.payload_refs, want);
+        let back = decode(&encode(&ix, INDEX_ZSTD_LEVEL).unwrap()).unwrap();
+        assert_eq!(back.payload_refs, want);
     }
 
     proptest! {

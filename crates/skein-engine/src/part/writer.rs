@@ -171,6 +171,9 @@ pub struct PartWriter<R: Columnar> {
     /// The index of the rows to come, built by the caller; `index` then
     /// stays empty.
     given_index: Option<PartIndex>,
+    /// The payloads the rows refer to, when the index is given (a built
+    /// one collects them itself).
+    given_refs: crate::hash::FastSet<crate::payload::PayloadRef>,
     rows: u32,
     last: Option<(u64, crate::record::RecordKey)>,
     /// For the sidecar index too.
@@ -201,6 +204,7 @@ impl<R: Columnar> PartWriter<R> {
             converter: Converter::start()?,
             index: IndexBuilder::default(),
             given_index: None,
+            given_refs: Default::default(),
             rows: 0,
             last: None,
             zstd_level: opts.zstd_level,
@@ -222,6 +226,8 @@ impl<R: Columnar> PartWriter<R> {
         self.meta.max_time = self.meta.max_time.max(sort_key.0);
         if self.given_index.is_none() {
             self.index.add(&*r);
+        } else {
+            crate::payload::refs_of(&*r, &mut self.given_refs);
         }
         self.rows += 1;
         self.chunk.push(r);
@@ -280,7 +286,8 @@ impl<R: Columnar> PartWriter<R> {
         self.writer
             .append_key_value_metadata(KeyValue::new(META_KEY.to_string(), meta_json));
         let index = match self.given_index.take() {
-            Some(index) => {
+            Some(mut index) => {
+                index.set_payload_refs(std::mem::take(&mut self.given_refs));
                 let marks = self.rows.div_ceil(super::index::TIME_MARK_STRIDE) as usize;
                 if index.time_marks.len() != marks {
                     return Err(Error::Other(format!(

@@ -30,7 +30,7 @@ use skein_model::{AnyValue, KeyValue};
 use crate::error::{Error, Result};
 
 pub use extract::PayloadPolicy;
-pub use store::{PayloadStats, PayloadStore};
+pub use store::{GcReport, PayloadStats, PayloadStore};
 
 /// The BLAKE3 hash of a payload's bytes: its name.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -93,6 +93,18 @@ pub fn as_ref_value(v: &AnyValue) -> Option<(PayloadRef, u64)> {
     let id = PayloadRef::parse(r.value.as_str()?).ok()?;
     let bytes = u64::try_from(b.value.as_i64()?).ok()?;
     Some((id, bytes))
+}
+
+/// Adds every payload `r` refers to (its own values and its resource's)
+/// to `out`.
+pub fn refs_of<R: crate::record::Record>(r: &R, out: &mut crate::hash::FastSet<PayloadRef>) {
+    let mut add = |v: &AnyValue| {
+        if let Some((id, _)) = as_ref_value(v) {
+            out.insert(id);
+        }
+    };
+    r.resource().attributes.iter().for_each(|kv| add(&kv.value));
+    r.payload_values(&mut add);
 }
 
 /// A payload as stored: its name, its size, its zstd-compressed bytes.

@@ -33,9 +33,21 @@ struct Pack {
 
 #[derive(Default)]
 struct Index {
-    entries: FastMap<PayloadRef, (usize, PackEntry)>,
-    packs: Vec<Pack>,
+    /// Reference → (pack id, where in it).
+    entries: FastMap<PayloadRef, (u64, PackEntry)>,
+    packs: FastMap<u64, Pack>,
     stats: PayloadStats,
+}
+
+/// What one garbage collection did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct GcReport {
+    /// Payloads no record refers to, forgotten.
+    pub removed: u64,
+    pub packs_rewritten: u64,
+    pub packs_deleted: u64,
+    /// Bytes of pack files deleted, less those written anew.
+    pub bytes_freed: u64,
 }
 
 pub struct PayloadStore {
@@ -76,10 +88,12 @@ impl PayloadStore {
     pub fn blob(&self, id: &PayloadRef) -> Result<Option<(Blob, String)>> {
         let (src, entry, pack_id) = {
             let ix = self.index.read();
-            let Some((slot, entry)) = ix.entries.get(id) else {
+            let Some((pack_id, entry)) = ix.entries.get(id) else {
                 return Ok(None);
             };
-            let pack = &ix.packs[*slot];
+            let Some(pack) = ix.packs.get(pack_id) else {
+                return Ok(None);
+            };
             (pack.src.clone(), *entry, pack.id)
         };
         let what = self.store.describe(&pack::pack_name(pack_id));
@@ -117,15 +131,104 @@ impl PayloadStore {
     pub fn stats(&self) -> PayloadStats {
         self.index.read().stats.clone()
     }
+
+    /// Forgets every payload not in `live`: no ingest can refer to it any
+    /// more (the caller makes sure of that), so it is garbage. Returns the
+    /// packs that now hold garbage.
+    pub fn forget_all_but(&self, live: &crate::hash::FastSet<PayloadRef>, report: &mut GcReport) -> Vec<u64> {
+        let mut ix = self.index.write();
+        let dead: Vec<PayloadRef> = ix.entries.keys().filter(|id| !live.contains(*id)).copied().collect();
+        let mut packs: Vec<u64> = Vec::new();
+        for id in dead {
+            if let Some((pack, e)) = ix.entries.remove(&id) {
+                ix.stats.payloads -= 1;
+                ix.stats.payload_bytes -= e.zlen as u64;
+                ix.stats.payload_logical_bytes -= e.raw_len;
+                report.removed += 1;
+                packs.push(pack);
+            }
+        }
+        packs.sort_unstable();
+        packs.dedup();
+        packs
+    }
+
+    /// Rewrites pack `id` without its garbage if at least half of its
+    /// bytes are garbage (deletes it if all are). Crash safety: the new
+    /// pack is committed before the old one is deleted; a crash between
+    /// leaves both, and the next open indexes a payload from either.
+    pub fn compact_pack(&self, id: u64, report: &mut GcReport) -> Result<()> {
+        let (src, live, len) = {
+            let ix = self.index.read();
+            let Some(pack) = ix.packs.get(&id) else { return Ok(()) };
+            let live: Vec<PackEntry> = ix.entries.values().filter(|(p, _)| *p == id).map(|(_, e)| *e).collect();
+            (pack.src.clone(), live, pack.src.len())
+        };
+        let live_bytes: u64 = live.iter().map(|e| e.zlen as u64).sum();
+        if !live.is_empty() && live_bytes * 2 > len {
+            return Ok(());
+        }
+        let name = pack::pack_name(id);
+        let what = self.store.describe(&name);
+        let mut written = 0;
+        if !live.is_empty() {
+            let blobs: Vec<Blob> = live
+                .iter()
+                .map(|e| pack::read_blob(&*src, e, &what))
+                .collect::<Result<_>>()?;
+            let new_id = self.next_pack.fetch_add(1, Ordering::SeqCst);
+            let new_name = pack::pack_name(new_id);
+            let (bytes, entries) = pack::encode(&blobs.iter().collect::<Vec<_>>())?;
+            self.store.put(&new_name, &bytes)?;
+            written = bytes.len() as u64;
+            let new_src = self.store.open(&new_name)?;
+            let mut ix = self.index.write();
+            ix.packs.insert(
+                new_id,
+                Pack {
+                    id: new_id,
+                    src: new_src,
+                },
+            );
+            ix.stats.payload_packs += 1;
+            for e in entries {
+                // Moved: only entries still in the old pack (a payload
+                // forgotten meanwhile stays forgotten).
+                if let Some(slot) = ix.entries.get_mut(&e.id)
+                    && slot.0 == id
+                {
+                    *slot = (new_id, e);
+                }
+            }
+            report.packs_rewritten += 1;
+        } else {
+            report.packs_deleted += 1;
+        }
+        {
+            let mut ix = self.index.write();
+            if ix.entries.values().any(|(p, _)| *p == id) {
+                // Something came to refer to this pack meanwhile; keep it.
+                return Ok(());
+            }
+            ix.packs.remove(&id);
+            ix.stats.payload_packs -= 1;
+        }
+        // Readers holding the old source keep reading it: an open file
+        // outlives its name.
+        self.store.remove(&name)?;
+        report.bytes_freed += len.saturating_sub(written);
+        Ok(())
+    }
 }
 
 impl Index {
     fn add(&mut self, pack: Pack, entries: Vec<PackEntry>) {
-        let slot = self.packs.len();
-        self.packs.push(pack);
+        let id = pack.id;
+        self.packs.insert(id, pack);
         self.stats.payload_packs += 1;
         for e in entries {
-            if self.entries.insert(e.id, (slot, e)).is_none() {
+            if let std::collections::hash_map::Entry::Vacant(v) = self.entries.entry(e.id) {
+                v.insert((id, e));
                 self.stats.payloads += 1;
                 self.stats.payload_bytes += e.zlen as u64;
                 self.stats.payload_logical_bytes += e.raw_len;
