@@ -151,7 +151,9 @@ fn sigkill_at_random_points_loses_no_acknowledged_span() {
                         // Every 16th request re-sends an acknowledged batch
                         // with its next prompt: the same spans, so the old
                         // prompt becomes garbage once merged away.
-                        let resend = (sent % 16 == 0).then(|| ledger.lock().unwrap().acked.iter().next_back().copied());
+                        let resend = sent
+                            .is_multiple_of(16)
+                            .then(|| ledger.lock().unwrap().acked.iter().next_back().copied());
                         if let Some(Some(b)) = resend {
                             let body = spans_to_otlp(&batch_spans(&corpus, b, sent)).encode_to_vec();
                             let ok = http
