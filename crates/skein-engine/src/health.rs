@@ -23,19 +23,36 @@ pub enum FaultKind {
     /// Writing frozen hot tiers to parts fails: memory grows until ingest
     /// has to refuse writes.
     Flush,
-    /// Merging parts fails: reads fan out over more and more parts.
+    /// Merging parts (or collecting payload garbage) fails: reads fan out
+    /// over more and more parts.
     Compaction,
+    /// A payload failed its check on read (its bytes do not hash to its
+    /// name: a damaged pack). Writes and other reads go on: the engine is
+    /// degraded, not down. Lasts until a restart.
+    Payload,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 3] = [FaultKind::Wal, FaultKind::Flush, FaultKind::Compaction];
+    pub const ALL: [FaultKind; 4] = [
+        FaultKind::Wal,
+        FaultKind::Flush,
+        FaultKind::Compaction,
+        FaultKind::Payload,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             FaultKind::Wal => "wal",
             FaultKind::Flush => "flush",
             FaultKind::Compaction => "compaction",
+            FaultKind::Payload => "payload",
         }
+    }
+
+    /// Whether the engine still takes writes with this fault in force (it
+    /// is degraded rather than not ready).
+    pub fn degrades_only(self) -> bool {
+        matches!(self, FaultKind::Payload)
     }
 }
 

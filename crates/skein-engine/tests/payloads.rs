@@ -134,8 +134,15 @@ fn a_damaged_pack_is_an_error_naming_the_payload() {
     bytes[3] ^= 0x10;
     std::fs::write(&pack, &bytes).unwrap();
     let e = Engine::open(opts(dir.path())).unwrap();
+    assert!(e.faults().is_empty());
     let err = e.payload(&id).unwrap_err().to_string();
     assert!(err.contains(&id.to_string()) && err.contains(".pack"), "{err}");
+    // The engine says it is degraded (writes go on), naming the damage.
+    let faults = e.faults();
+    assert_eq!(faults.len(), 1);
+    assert_eq!(faults[0].kind, skein_engine::FaultKind::Payload);
+    assert!(faults[0].kind.degrades_only());
+    assert_eq!(faults[0].message, err);
     assert!(e.payload(&PayloadRef::of(b"never stored")).unwrap().is_none());
     // The log itself still reads, with its reference.
     let _ = e

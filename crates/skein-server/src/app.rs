@@ -62,7 +62,7 @@ impl NotReady {
 /// Every fault in one line, e.g. `faulted: wal (1 failure): write and
 /// fsync of …: No space left on device (os error 28)`. Engine messages may
 /// carry newlines (a Parquet error's context); a status line must not.
-fn fault_line(faults: &[Fault]) -> String {
+pub(crate) fn fault_line(faults: &[Fault]) -> String {
     let each: Vec<String> = faults
         .iter()
         .map(|f| {
@@ -71,7 +71,12 @@ fn fault_line(faults: &[Fault]) -> String {
             format!("{} ({} failure{plural}): {message}", f.kind, f.failures)
         })
         .collect();
-    format!("faulted: {}", each.join("; "))
+    let state = if faults.iter().all(|f| f.kind.degrades_only()) {
+        "degraded"
+    } else {
+        "faulted"
+    };
+    format!("{state}: {}", each.join("; "))
 }
 
 impl App {
@@ -110,11 +115,12 @@ impl App {
     }
 
     /// Ready means able to take writes: an engine that is open and has no
-    /// fault in force.
-    pub fn ready(&self) -> Result<(), NotReady> {
+    /// fault in force but ones that only degrade it (a damaged payload),
+    /// which `Ok` lists.
+    pub fn ready(&self) -> Result<Vec<Fault>, NotReady> {
         let faults = self.engine()?.faults();
-        if faults.is_empty() {
-            Ok(())
+        if faults.iter().all(|f| f.kind.degrades_only()) {
+            Ok(faults)
         } else {
             Err(NotReady::Faulted(faults))
         }

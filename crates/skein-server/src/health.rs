@@ -29,12 +29,19 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
     (status, Json(body)).into_response()
 }
 
-/// The answer of `/readyz`: 200 `{"status": "ready"}`, or 503 with the
-/// status, a message, and for a faulted engine the faults themselves (kind,
-/// message, since when, how many failures) for tools to act on.
-fn readiness(ready: Result<(), NotReady>) -> (StatusCode, Value) {
+/// The answer of `/readyz`: 200 `{"status": "ready"}`; 200 `{"status":
+/// "degraded", "message", "faults"}` when only faults that leave writes
+/// working are in force (a damaged payload); or 503 with the status, a
+/// message, and for a faulted engine the faults themselves (kind, message,
+/// since when, how many failures) for tools to act on.
+fn readiness(ready: Result<Vec<skein_engine::Fault>, NotReady>) -> (StatusCode, Value) {
     match ready {
-        Ok(()) => (StatusCode::OK, json!({"status": "ready"})),
+        Ok(faults) if faults.is_empty() => (StatusCode::OK, json!({"status": "ready"})),
+        Ok(faults) => (
+            StatusCode::OK,
+            json!({"status": "degraded", "message": crate::app::fault_line(&faults),
+                   "faults": serde_json::to_value(&faults).unwrap_or(Value::Null)}),
+        ),
         Err(nr) => {
             let mut body = json!({"status": nr.status(), "message": nr.message()});
             if let NotReady::Faulted(faults) = &nr {
@@ -74,9 +81,28 @@ mod tests {
 
     #[test]
     fn a_faulted_engine_is_not_ready_and_says_why() {
-        let (status, body) = readiness(Ok(()));
+        let (status, body) = readiness(Ok(Vec::new()));
         assert_eq!(status, StatusCode::OK);
         assert_eq!(body, json!({"status": "ready"}));
+
+        // A damaged payload degrades the engine: still ready for writes.
+        let damaged = vec![Fault {
+            kind: FaultKind::Payload,
+            message: "corrupt payload blake3:ab in pack 3: its bytes do not hash to its name".into(),
+            since_unix_nano: 5,
+            failures: 1,
+        }];
+        let (status, body) = readiness(Ok(damaged));
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(body["status"], "degraded");
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("degraded: payload (1 failure): corrupt payload"),
+            "{body}"
+        );
+        assert_eq!(body["faults"][0]["kind"], "payload");
 
         let (status, body) = readiness(Err(NotReady::Starting));
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);

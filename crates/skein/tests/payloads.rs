@@ -176,3 +176,51 @@ fn a_zero_threshold_turns_the_store_off() {
 fn blake3_hex(bytes: &[u8]) -> String {
     skein_engine::PayloadRef::of(bytes).to_string()["blake3:".len()..].to_string()
 }
+
+/// A damaged pack: reading the payload is an error naming it (never the
+/// damaged bytes), and the server reports itself degraded but ready.
+#[test]
+fn a_damaged_payload_degrades_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Server::start(dir.path(), &[]);
+    let http = reqwest::blocking::Client::new();
+    let prompt = "Summarise the incident for the on-call engineer. ".repeat(20);
+    let body = json!({"spans": [{
+        "trace_id": TRACE, "span_id": "00f067aa0ba902b7", "name": "chat", "service": "agent",
+        "start_time_unix_nano": now_ns(), "duration_ns": 1000, "attributes": {"gen_ai.prompt": prompt}
+    }]});
+    assert_eq!(
+        http.post(format!("{}/api/v1/spans", s.api))
+            .json(&body)
+            .send()
+            .unwrap()
+            .status(),
+        200
+    );
+    s.stop();
+    let packs = dir.path().join("parts/payloads");
+    let pack = std::fs::read_dir(&packs).unwrap().next().unwrap().unwrap().path();
+    let mut bytes = std::fs::read(&pack).unwrap();
+    bytes[4] ^= 0x20;
+    std::fs::write(&pack, bytes).unwrap();
+    s.restart();
+    let reference = skein_engine::PayloadRef::of(prompt.as_bytes()).to_string();
+    assert_eq!(s.get_json("/readyz")["status"], "ready", "nothing read yet");
+    let r = http
+        .get(format!("{}/api/v1/payloads/{reference}", s.api))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 500);
+    let e: Value = r.json().unwrap();
+    assert!(e["error"]["message"].as_str().unwrap().contains(&reference), "{e}");
+    let ready = http.get(format!("{}/readyz", s.api)).send().unwrap();
+    assert_eq!(ready.status(), 200, "degraded is still ready for writes");
+    let ready: Value = ready.json().unwrap();
+    assert_eq!(ready["status"], "degraded", "{ready}");
+    assert_eq!(ready["faults"][0]["kind"], "payload");
+    let (code, out, _) = skein(&s.api, &["status"]);
+    assert_eq!(code, 0);
+    let st: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(st["status"], "degraded");
+    assert_eq!(st["faults"][0]["kind"], "payload");
+}

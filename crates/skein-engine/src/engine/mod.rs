@@ -340,13 +340,14 @@ impl Engine {
         let inner = self.inner.clone();
         let q = LogQuery {
             payload_text: Some(PayloadText(Arc::new(move |id| {
-                let bytes = match tiers.iter().find_map(|t| t.payloads.read().blobs.get(id).cloned()) {
-                    Some(blob) => blob.decompress("the hot tier").ok()?,
-                    None => {
-                        let (blob, pack) = inner.payloads.blob(id).ok()??;
-                        blob.decompress(&pack).ok()?
-                    }
+                let read = match tiers.iter().find_map(|t| t.payloads.read().blobs.get(id).cloned()) {
+                    Some(blob) => blob.decompress("the hot tier").map(Some),
+                    None => inner
+                        .payloads
+                        .blob(id)
+                        .and_then(|found| found.map(|(blob, pack)| blob.decompress(&pack)).transpose()),
                 };
+                let bytes = inner.note_payload_damage(read).ok()??;
                 Some(String::from_utf8_lossy(&bytes).into_owned())
             }))),
             ..q.clone()
@@ -580,13 +581,24 @@ impl Inner {
     }
 
     fn payload(&self, id: &PayloadRef) -> Result<Option<Vec<u8>>> {
-        if let Some(blob) = self.state.read().hot_payload(id) {
-            return blob.decompress("the hot tier").map(Some);
+        let hot = self.state.read().hot_payload(id);
+        let read = match hot {
+            Some(blob) => blob.decompress("the hot tier").map(Some),
+            None => self
+                .payloads
+                .blob(id)
+                .and_then(|found| found.map(|(blob, pack)| blob.decompress(&pack)).transpose()),
+        };
+        self.note_payload_damage(read)
+    }
+
+    /// A payload read that failed (damage, never a missing payload) makes
+    /// the engine degraded until a restart.
+    fn note_payload_damage<T>(&self, read: Result<T>) -> Result<T> {
+        if let Err(e) = &read {
+            self.faults.fail(FaultKind::Payload, e.to_string());
         }
-        match self.payloads.blob(id)? {
-            Some((blob, pack)) => blob.decompress(&pack).map(Some),
-            None => Ok(None),
-        }
+        read
     }
 
     /// Whether a payload is stored already, in a pack or a hot tier.

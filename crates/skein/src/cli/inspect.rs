@@ -89,7 +89,13 @@ pub fn status(ctx: &Ctx) -> CliResult<Exit> {
             v.extend(m);
         }
         v.insert("ready".into(), true.into());
-        v.insert("status".into(), "ready".into());
+        // "degraded" when a fault that leaves writes working is in force
+        // (a damaged payload): the stats carry it in `faults`.
+        let status = readiness.get("status").and_then(Value::as_str).unwrap_or("ready");
+        v.insert("status".into(), status.into());
+        if let Some(m) = readiness.get("message") {
+            v.insert("message".into(), m.clone());
+        }
         Exit::Ok
     } else if code.as_u16() == 503 && readiness.get("status").is_some() {
         // A faulted server still answers queries: what it holds helps the
@@ -135,8 +141,10 @@ pub fn status(ctx: &Ctx) -> CliResult<Exit> {
 /// The faults of a faulted server, one per line after a header that says
 /// what they mean, so they stand out under the key/value lines.
 fn fault_lines(faults: &[Value]) -> String {
+    let degraded = faults.iter().all(|f| f["kind"] == "payload");
     let mut out = format!(
-        "NOT READY: {} fault{} need{} an operator\n",
+        "{}: {} fault{} need{} an operator\n",
+        if degraded { "DEGRADED" } else { "NOT READY" },
         faults.len(),
         if faults.len() == 1 { "" } else { "s" },
         if faults.len() == 1 { "s" } else { "" }
