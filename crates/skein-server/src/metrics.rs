@@ -204,6 +204,24 @@ impl Metrics {
             gauge(&mut out, "skein_wal_bytes", "Bytes of WAL on disk.", s.wal_bytes as f64);
             gauge(
                 &mut out,
+                "skein_payloads",
+                "Distinct payloads stored (prompts, completions, big values; once each).",
+                s.payloads.payloads as f64,
+            );
+            gauge(
+                &mut out,
+                "skein_payload_bytes",
+                "Compressed bytes of the stored payloads.",
+                s.payloads.payload_bytes as f64,
+            );
+            gauge(
+                &mut out,
+                "skein_payload_logical_bytes",
+                "Bytes of the stored payloads as sent.",
+                s.payloads.payload_logical_bytes as f64,
+            );
+            gauge(
+                &mut out,
                 "skein_index_memory_bytes",
                 "Memory held by part indexes.",
                 s.index_memory_bytes as f64,
@@ -320,7 +338,7 @@ mod tests {
     fn faults_and_failures_are_listed_for_every_kind() {
         let m = Metrics::new();
         let healthy = m.render(Some(&EngineStats::default()), 0, 1);
-        for kind in ["wal", "flush", "compaction"] {
+        for kind in ["wal", "flush", "compaction", "payload"] {
             assert!(
                 healthy.contains(&format!("skein_engine_fault{{kind=\"{kind}\"}} 0\n")),
                 "{healthy}"

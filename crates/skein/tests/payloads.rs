@@ -118,6 +118,12 @@ fn payloads_are_references_until_asked_for() {
         assert_eq!(st["payloads"], 2, "{round}: {st}");
         assert_eq!(st["payload_logical_bytes"], messages.len() + trace_text.len());
         assert!(st["payload_bytes"].as_u64().unwrap() < (messages.len() + trace_text.len()) as u64 / 4);
+        let metrics = http.get(format!("{}/metrics", s.api)).send().unwrap().text().unwrap();
+        assert!(metrics.contains("\nskein_payloads 2\n"), "{round}: {metrics}");
+        assert!(metrics.contains(&format!(
+            "\nskein_payload_logical_bytes {}\n",
+            messages.len() + trace_text.len()
+        )));
         if round == "in a pack" {
             assert_eq!(st["payload_packs"], 1, "{st}");
         }
