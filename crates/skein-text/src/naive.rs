@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::field::{Field, FieldSet};
 use crate::query::{Node, Query, QueryToken};
-use crate::tokenize::{Token, tokenize};
+use crate::tokenize::{PieceKind, Token, tokenize};
 
 /// A matching fragment of one value of a hit, with the matched terms marked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -114,11 +114,24 @@ fn eval(node: &Node, values: &[Value<'_>], out: Option<&mut Vec<Occurrence>>) ->
             }
         }),
         Node::Prefix { fields, prefix } => leaf(values, *fields, out, |tokens, sink| {
+            // Several terms of a token may start with the prefix; mark the
+            // most telling: the parts that do (`HikariPool` of
+            // `HikariPool.java:696`), else the whole token (`PoolTimeout`
+            // for `pool*`), else the words or characters.
+            let starts = |s: &str| s.starts_with(prefix.as_str());
             for t in tokens {
-                if t.text.starts_with(prefix.as_str()) {
-                    sink.push((t.start, t.end));
+                let before = sink.len();
+                for p in t.pieces.iter().filter(|p| p.kind == PieceKind::Part && starts(&p.text)) {
+                    sink.push((p.start, p.end));
                 }
-                for p in t.pieces.iter().filter(|p| p.text.starts_with(prefix.as_str())) {
+                if sink.len() > before {
+                    continue;
+                }
+                if starts(&t.text) {
+                    sink.push((t.start, t.end));
+                    continue;
+                }
+                for p in t.pieces.iter().filter(|p| starts(&p.text)) {
                     sink.push((p.start, p.end));
                 }
             }

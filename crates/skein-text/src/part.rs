@@ -8,7 +8,9 @@
 //! so row numbers need not be dense or in order.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::ops::Deref;
+use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -222,7 +224,11 @@ impl PartTextIndex {
         bytes: Arc<B>,
     ) -> Result<PartTextIndex, TextError> {
         let owned = OwnedBytes::new(Holder(bytes));
-        let mut files = bundle::read(&owned)?;
+        let files = bundle::read(&owned)?;
+        guarded(|| PartTextIndex::open_files(files, owned.len()))
+    }
+
+    fn open_files(mut files: HashMap<String, OwnedBytes>, bytes: usize) -> Result<PartTextIndex, TextError> {
         let rows = files
             .remove(ROWS_FILE)
             .ok_or_else(|| TextError::Corrupt("no row set".into()))?;
@@ -256,14 +262,14 @@ impl PartTextIndex {
             text: fields.text,
             segments,
             rows,
-            bytes: owned.len(),
+            bytes,
         })
     }
 
     /// Candidate rows for `query`: every row it matches, maybe more; filter
     /// them with [`Query::matches`].
     pub fn search(&self, query: &Query) -> Result<RoaringBitmap, TextError> {
-        eval::candidates(&query.root, self).map(|(rows, _)| rows)
+        guarded(|| eval::candidates(&query.root, self).map(|(rows, _)| rows))
     }
 
     /// Every row the index was built with.
@@ -300,6 +306,21 @@ impl PartTextIndex {
             }
             postings.advance();
         }
+    }
+}
+
+/// Runs tantivy on a bundle's files. The checksum keeps damaged bytes from
+/// ever reaching tantivy, but tantivy panics on some inconsistent input (a
+/// byte of its files changed and the bundle resealed: about one flip in ten,
+/// tried over a whole bundle), so a panic there is a damaged index, not a
+/// crash of the process. Its readers are immutable, so nothing is left half
+/// updated.
+fn guarded<T>(f: impl FnOnce() -> Result<T, TextError>) -> Result<T, TextError> {
+    match std::panic::catch_unwind(AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(_) => Err(TextError::Corrupt(
+            "tantivy could not read the index: its files are inconsistent".into(),
+        )),
     }
 }
 

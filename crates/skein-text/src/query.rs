@@ -104,9 +104,23 @@ impl fmt::Display for Query {
 /// Parses a query: words, `"phrases"`, `prefix*`, `AND` / `OR` / `NOT` (and
 /// `-word`), parentheses, `field:` restrictions.
 pub fn parse(text: &str) -> Result<Query, QueryError> {
-    let lexemes = lex(text)?;
+    let mut lexemes = lex(text)?;
+    // A word of punctuation alone (the `:` of `"level":"error"`, a lone
+    // `-`) has nothing to search for, as in a record: it is dropped, and is
+    // an error only if nothing else is left.
+    let mut dropped = None;
+    lexemes.retain(|l| match &l.kind {
+        Kind::Word(w) if !w.ends_with('*') && tokenize(w).is_empty() => {
+            dropped.get_or_insert((l.pos, w.clone()));
+            false
+        }
+        _ => true,
+    });
     if lexemes.is_empty() {
-        return err(0, "empty query: give a word, a \"phrase\" or a prefix*");
+        return match dropped {
+            Some((pos, word)) => err(pos, nothing_to_search(&word)),
+            None => err(0, "empty query: give a word, a \"phrase\" or a prefix*"),
+        };
     }
     let mut p = Parser {
         lexemes,
@@ -589,6 +603,8 @@ mod tests {
             assert!(parse(q).is_ok(), "{q}");
         }
         assert!(matches!(parse("--verbose").map(|q| q.root), Ok(Node::Term { .. })));
+        // Punctuation between terms is dropped, as in a record.
+        assert_eq!(parse("a - b :").map(|q| q.root), parse("a b").map(|q| q.root));
     }
 
     #[test]
@@ -610,7 +626,9 @@ mod tests {
             ("OR a", 0, "OR needs a term before"),
             ("a OR", 2, "OR needs a term after"),
             ("a NOT", 2, "NOT needs a term after"),
-            ("a !!!", 2, "nothing to search"),
+            ("!!! ,", 0, "nothing to search"),
+            ("a \"!!!\"", 2, "nothing to search"),
+            ("body:!!!", 0, "needs a term right after"),
             ("x *", 2, "`*` needs a word"),
             ("a=b*", 0, "one word"),
             ("body: x", 0, "needs a term right after"),
