@@ -70,7 +70,8 @@
 //! alternative that is only NOT: it would match nearly everything), an
 //! unclosed quote or parenthesis, an unknown field (`host:x`; quote it to
 //! search for the text), an operator without its term, a term that is only
-//! punctuation. `ERROR:`, `std::io` and `http://x` are words, not fields.
+//! punctuation, nesting deeper than 64. `ERROR:`, `std::io` and `http://x`
+//! are words, not fields; punctuation alone between terms is ignored.
 
 mod bundle;
 mod eval;

@@ -126,6 +126,7 @@ pub fn parse(text: &str) -> Result<Query, QueryError> {
         lexemes,
         at: 0,
         end: text.len(),
+        depth: 0,
     };
     let parsed = p.or(FieldSet::ALL, false)?;
     if let Some(l) = p.peek() {
@@ -315,10 +316,16 @@ struct Parsed {
     pos: usize,
 }
 
+/// Deepest nesting of parentheses and NOTs: the parser and every evaluation
+/// recurse, and query text comes from users (a stack overflow would abort
+/// the process, not fail the request).
+pub(crate) const MAX_DEPTH: usize = 64;
+
 struct Parser {
     lexemes: Vec<Lexeme>,
     at: usize,
     end: usize,
+    depth: usize,
 }
 
 impl Parser {
@@ -330,6 +337,14 @@ impl Parser {
         let l = self.lexemes.get(self.at).cloned();
         self.at += 1;
         l
+    }
+
+    fn enter(&mut self, pos: usize) -> Result<(), QueryError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return err(pos, format!("nested more than {MAX_DEPTH} deep"));
+        }
+        Ok(())
     }
 
     fn here(&self) -> usize {
@@ -425,7 +440,9 @@ impl Parser {
             if !self.starts_unary() {
                 return err(pos, "NOT needs a term after it");
             }
+            self.enter(pos)?;
             let inner = self.unary(fields, restricted)?;
+            self.depth -= 1;
             return Ok(Parsed {
                 node: Node::Not(Box::new(inner.node)),
                 positive: false,
@@ -448,7 +465,9 @@ impl Parser {
                 if self.peek().is_none() {
                     return err(l.pos, "unclosed parenthesis: the `(` here has no matching `)`");
                 }
+                self.enter(l.pos)?;
                 let inner = self.or(fields, restricted)?;
+                self.depth -= 1;
                 match self.next() {
                     Some(Lexeme { kind: Kind::RParen, .. }) => Ok(inner),
                     _ => err(l.pos, "unclosed parenthesis: the `(` here has no matching `)`"),
@@ -634,7 +653,14 @@ mod tests {
             ("body: x", 0, "needs a term right after"),
             ("body:name:x", 5, "inside another"),
         ];
-        for &(q, position, msg) in cases {
+        let deep_parens = format!("a {}b{}", "(".repeat(65), ")".repeat(65));
+        let deep_nots = format!("a {}b", "NOT ".repeat(65));
+        let deep: &[(&str, usize, &str)] = &[
+            (&deep_parens, 66, "nested more than 64"),
+            (&deep_nots, 258, "nested more than 64"),
+        ];
+        assert!(parse(&format!("a {}b{}", "(".repeat(64), ")".repeat(64))).is_ok());
+        for &(q, position, msg) in cases.iter().chain(deep) {
             match parse(q) {
                 Ok(parsed) => panic!("{q:?} parsed: {parsed:?}"),
                 Err(e) => {

@@ -289,3 +289,28 @@ fn highlight_fragments_are_windows_around_the_matches() {
     let far = format!("timeout {} timeout", "x ".repeat(300));
     assert_eq!(q.highlights(&[(Field::Body, &far)]).len(), 2);
 }
+
+/// The engine maps the index file and shares the mapping: the bundle is read
+/// in place through it.
+#[test]
+fn opens_over_a_shared_file_mapping() {
+    let mut b = PartTextIndexBuilder::new().unwrap_or_else(|e| panic!("{e}"));
+    for (row, doc) in corpus() {
+        b.add(row, &doc).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let bytes = b.finish().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("part.txt.idx");
+    std::fs::write(&path, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{e}"));
+    // SAFETY: the test owns the file and nothing writes it while mapped.
+    let map = std::sync::Arc::new(unsafe { memmap2::Mmap::map(&file) }.unwrap_or_else(|e| panic!("{e}")));
+    let part = PartTextIndex::open_shared(map.clone()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(part.size_bytes(), map.len());
+    let q = Query::parse("goroutine OR 接続").unwrap_or_else(|e| panic!("{e}"));
+    let rows: Vec<u32> = part.search(&q).map(|r| r.iter().collect()).unwrap_or_default();
+    assert!(rows.contains(&12) && rows.contains(&16), "{rows:?}");
+    drop(map);
+    // The index keeps the mapping alive after the caller lets go.
+    assert!(part.search(&q).is_ok());
+}
