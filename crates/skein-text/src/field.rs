@@ -62,6 +62,14 @@ impl FieldSet {
         FieldSet(1 << field.index())
     }
 
+    pub(crate) fn bits(self) -> u8 {
+        self.0
+    }
+
+    pub(crate) fn from_bits(bits: u8) -> FieldSet {
+        FieldSet(bits & FieldSet::ALL.0)
+    }
+
     /// Whether `field` is in the set.
     pub fn contains(self, field: Field) -> bool {
         self.0 & (1 << field.index()) != 0

@@ -103,3 +103,16 @@ pub enum TextError {
     #[error("text index I/O: {0}")]
     Io(#[from] std::io::Error),
 }
+
+#[cfg(test)]
+mod tests {
+    /// The engine shares indexes and queries across threads.
+    #[test]
+    fn indexes_and_queries_are_send_and_sync() {
+        fn shared<T: Send + Sync>() {}
+        shared::<super::PartTextIndex>();
+        shared::<super::MemTextIndex>();
+        shared::<super::Query>();
+        shared::<super::TextError>();
+    }
+}

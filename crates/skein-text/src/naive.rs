@@ -48,7 +48,7 @@ impl Query {
     /// Whether the record matches: the definition every index answer is
     /// checked against.
     pub fn matches(&self, doc: &[(Field, &str)]) -> bool {
-        let values = analyze(&self.root, doc);
+        let values = analyze(self, doc);
         eval(&self.root, &values, None)
     }
 
@@ -56,7 +56,7 @@ impl Query {
     /// the terms that made it match (terms under NOT and alternatives of an
     /// OR that did not match are not marked). Empty when it does not match.
     pub fn highlights(&self, doc: &[(Field, &str)]) -> Vec<Highlight> {
-        let values = analyze(&self.root, doc);
+        let values = analyze(self, doc);
         let mut found = Vec::new();
         if !eval(&self.root, &values, Some(&mut found)) {
             return Vec::new();
@@ -77,25 +77,15 @@ impl Query {
     }
 }
 
-fn fields_of(node: &Node, acc: &mut [bool; 4]) {
-    let mut add = |fields: FieldSet| fields.iter().for_each(|f| acc[f.index()] = true);
-    match node {
-        Node::Term { fields, .. } | Node::Phrase { fields, .. } | Node::Prefix { fields, .. } => add(*fields),
-        Node::And(nodes) | Node::Or(nodes) => nodes.iter().for_each(|n| fields_of(n, acc)),
-        Node::Not(n) => fields_of(n, acc),
-    }
-}
-
 /// Tokenizes the values of the fields the query looks at (values of other
 /// fields are kept, untokenized, so indexes stay aligned with `doc`).
-fn analyze<'a>(root: &Node, doc: &[(Field, &'a str)]) -> Vec<Value<'a>> {
-    let mut used = [false; 4];
-    fields_of(root, &mut used);
+fn analyze<'a>(query: &Query, doc: &[(Field, &'a str)]) -> Vec<Value<'a>> {
+    let used = query.fields();
     doc.iter()
         .map(|&(field, text)| Value {
             field,
             text,
-            tokens: if used[field.index()] {
+            tokens: if used.contains(field) {
                 tokenize(text)
             } else {
                 Vec::new()

@@ -89,6 +89,23 @@ impl Query {
         parse(text)
     }
 
+    /// The fields the query looks at: a caller re-checking candidates need
+    /// load only these values.
+    pub fn fields(&self) -> FieldSet {
+        fn walk(node: &Node, acc: &mut u8) {
+            match node {
+                Node::Term { fields, .. } | Node::Phrase { fields, .. } | Node::Prefix { fields, .. } => {
+                    *acc |= fields.bits()
+                }
+                Node::And(nodes) | Node::Or(nodes) => nodes.iter().for_each(|n| walk(n, acc)),
+                Node::Not(n) => walk(n, acc),
+            }
+        }
+        let mut acc = 0;
+        walk(&self.root, &mut acc);
+        FieldSet::from_bits(acc)
+    }
+
     /// The text the query was parsed from.
     pub fn as_str(&self) -> &str {
         &self.text
@@ -582,6 +599,9 @@ mod tests {
 
     #[test]
     fn fields_restrict_terms_phrases_prefixes_and_groups() {
+        let fields = |q: &str| parse(q).map(|q| q.fields().iter().collect::<Vec<_>>());
+        assert_eq!(fields("body:a -name:b"), Ok(vec![Field::Body, Field::Name]));
+        assert_eq!(fields("a"), Ok(Field::ALL.to_vec()));
         let body = FieldSet::one(Field::Body);
         assert_eq!(parse("body:Timeout").map(|q| q.root), Ok(term(body, "timeout")));
         assert_eq!(
