@@ -1,0 +1,392 @@
+//! A part's text index: built once from the part's rows with tantivy, stored
+//! as one bundle file beside the part, searched in place.
+//!
+//! tantivy sees Skein's own tokens (pre-tokenized, so its analyzers never
+//! run): one text field per [`Field`], postings without frequencies or
+//! positions (phrases are decided by the naive model, tantivy only narrows),
+//! no field norms, no stored documents, and the row number as a fast field,
+//! so row numbers need not be dense or in order.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::ops::Deref;
+use std::panic::AssertUnwindSafe;
+use std::path::Path;
+use std::sync::Arc;
+
+use roaring::RoaringBitmap;
+use stable_deref_trait::StableDeref;
+use tantivy::columnar::{Cardinality, ColumnValues};
+use tantivy::directory::{OwnedBytes, RamDirectory};
+use tantivy::index::SegmentReader;
+use tantivy::merge_policy::NoMergePolicy;
+use tantivy::postings::TermInfo;
+use tantivy::schema::{
+    Field as TantivyField, FieldType, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions,
+};
+use tantivy::tokenizer::{PreTokenizedString, Token as TantivyToken};
+use tantivy::{Directory, Index, IndexSettings, IndexWriter, InvertedIndexReader, TantivyDocument, Term};
+
+use crate::TextError;
+use crate::bundle::{self, BundleDirectory};
+use crate::eval::{self, TermSource};
+use crate::field::Field;
+use crate::query::Query;
+use crate::tokenize::tokenize;
+
+const ROW_FIELD: &str = "row";
+/// The bundle member holding every row added, serialized roaring: the
+/// universe `NOT` subtracts from (rows without text included).
+const ROWS_FILE: &str = "skein.rows";
+const META_FILE: &str = "meta.json";
+
+/// tantivy's indexing memory before it writes a segment; a bigger part is
+/// written as several segments and merged into one at `finish`.
+pub const DEFAULT_MEMORY_BUDGET: usize = 32 << 20;
+
+struct Fields {
+    text: [TantivyField; 4],
+    row: TantivyField,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut builder = Schema::builder();
+    let indexing = TextFieldIndexing::default()
+        .set_tokenizer("raw")
+        .set_index_option(IndexRecordOption::Basic)
+        .set_fieldnorms(false);
+    let options = TextOptions::default().set_indexing_options(indexing);
+    let text = Field::ALL.map(|f| builder.add_text_field(f.name(), options.clone()));
+    let row = builder.add_u64_field(ROW_FIELD, NumericOptions::default().set_fast());
+    (builder.build(), Fields { text, row })
+}
+
+/// Builds a part's text index from its rows.
+pub struct PartTextIndexBuilder {
+    ram: RamDirectory,
+    index: Index,
+    writer: IndexWriter<TantivyDocument>,
+    fields: Fields,
+    rows: RoaringBitmap,
+}
+
+impl PartTextIndexBuilder {
+    pub fn new() -> Result<PartTextIndexBuilder, TextError> {
+        PartTextIndexBuilder::with_memory_budget(DEFAULT_MEMORY_BUDGET)
+    }
+
+    /// A builder whose tantivy writer holds at most about `bytes` before it
+    /// writes a segment (tantivy's minimum is 15 MB).
+    pub fn with_memory_budget(bytes: usize) -> Result<PartTextIndexBuilder, TextError> {
+        let (schema, fields) = schema();
+        let ram = RamDirectory::create();
+        let index = Index::create(ram.clone(), schema, IndexSettings::default())?;
+        // One thread: a flush or compaction already runs beside ingest, and
+        // the machine is small; segments are merged once, at the end.
+        let writer = index.writer_with_num_threads(1, bytes.max(15_000_000))?;
+        writer.set_merge_policy(Box::new(NoMergePolicy));
+        Ok(PartTextIndexBuilder {
+            ram,
+            index,
+            writer,
+            fields,
+            rows: RoaringBitmap::new(),
+        })
+    }
+
+    /// Indexes the text of part row `row`.
+    pub fn add(&mut self, row: u32, doc: &[(Field, &str)]) -> Result<(), TextError> {
+        self.rows.insert(row);
+        let mut tdoc = TantivyDocument::default();
+        let mut any = false;
+        for &(field, text) in doc {
+            let mut tokens = Vec::new();
+            for token in tokenize(text) {
+                for term in token.terms() {
+                    let position = tokens.len();
+                    tokens.push(TantivyToken {
+                        offset_from: 0,
+                        offset_to: 0,
+                        position,
+                        text: term.to_owned(),
+                        position_length: 1,
+                    });
+                }
+            }
+            if !tokens.is_empty() {
+                any = true;
+                tdoc.add_pre_tokenized_text(
+                    self.fields.text[field.index()],
+                    PreTokenizedString {
+                        text: String::new(),
+                        tokens,
+                    },
+                );
+            }
+        }
+        // A row without text is only in the row set: no term can match it.
+        if any {
+            tdoc.add_u64(self.fields.row, u64::from(row));
+            self.writer.add_document(tdoc)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the index and returns its bundle: the bytes of one file.
+    pub fn finish(mut self) -> Result<Vec<u8>, TextError> {
+        self.writer.commit()?;
+        let segments = self.index.searchable_segment_ids()?;
+        if segments.len() > 1 {
+            self.writer.merge(&segments).wait()?;
+        }
+        self.writer.wait_merging_threads()?;
+        let metas = self.index.load_metas()?;
+        let mut files = Vec::new();
+        let meta = self
+            .ram
+            .atomic_read(Path::new(META_FILE))
+            .map_err(tantivy::TantivyError::from)?;
+        files.push((META_FILE.to_owned(), meta));
+        let mut paths: Vec<_> = metas.list_segment_files().into_iter().collect();
+        paths.sort();
+        for path in paths {
+            // Candidates include components a segment may not have.
+            if !self.ram.exists(&path).map_err(tantivy::TantivyError::from)? {
+                continue;
+            }
+            let bytes = self
+                .ram
+                .open_read(&path)
+                .map_err(tantivy::TantivyError::from)?
+                .read_bytes()?;
+            let name = path
+                .to_str()
+                .ok_or_else(|| TextError::Corrupt(format!("tantivy file {path:?}")))?;
+            files.push((name.to_owned(), bytes.as_slice().to_vec()));
+        }
+        let mut rows = Vec::with_capacity(self.rows.serialized_size());
+        self.rows.serialize_into(&mut rows)?;
+        files.push((ROWS_FILE.to_owned(), rows));
+        bundle::write(&files)
+    }
+}
+
+/// Keeps the caller's bytes alive for tantivy, which borrows them for as
+/// long as any of its readers lives.
+struct Holder<B: ?Sized>(Arc<B>);
+
+impl<B: AsRef<[u8]> + ?Sized> Deref for Holder<B> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        (*self.0).as_ref()
+    }
+}
+
+// SAFETY: the slice lives inside the `Arc`'s allocation (or memory the `B`
+// there owns, such as a heap buffer or a mapping), which does not move when
+// the `Holder` moves, and nothing can mutate `B` through a shared `Arc`.
+unsafe impl<B: AsRef<[u8]> + ?Sized> StableDeref for Holder<B> {}
+
+struct Segment {
+    inverted: [Arc<InvertedIndexReader>; 4],
+    rows: Arc<dyn ColumnValues<u64>>,
+    max_doc: u32,
+}
+
+/// A part's text index, opened over its bundle's bytes (in memory or mapped).
+pub struct PartTextIndex {
+    text: [TantivyField; 4],
+    segments: Vec<Segment>,
+    rows: RoaringBitmap,
+    bytes: usize,
+}
+
+impl std::fmt::Debug for PartTextIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PartTextIndex")
+            .field("segments", &self.segments.len())
+            .field("rows", &self.rows.len())
+            .field("bytes", &self.bytes)
+            .finish()
+    }
+}
+
+impl PartTextIndex {
+    /// Opens a bundle held by `bytes`: a `Vec<u8>`, `bytes::Bytes`, a
+    /// `memmap2::Mmap`. Damaged bytes are an error.
+    pub fn open<B: AsRef<[u8]> + Send + Sync + 'static>(bytes: B) -> Result<PartTextIndex, TextError> {
+        PartTextIndex::open_shared(Arc::new(bytes))
+    }
+
+    /// Opens a bundle whose bytes are shared (an `Arc<Mmap>` the caller also
+    /// reads).
+    pub fn open_shared<B: AsRef<[u8]> + Send + Sync + ?Sized + 'static>(
+        bytes: Arc<B>,
+    ) -> Result<PartTextIndex, TextError> {
+        let owned = OwnedBytes::new(Holder(bytes));
+        let files = bundle::read(&owned)?;
+        guarded(|| PartTextIndex::open_files(files, owned.len()))
+    }
+
+    fn open_files(mut files: HashMap<String, OwnedBytes>, bytes: usize) -> Result<PartTextIndex, TextError> {
+        let rows = files
+            .remove(ROWS_FILE)
+            .ok_or_else(|| TextError::Corrupt("no row set".into()))?;
+        let rows = RoaringBitmap::deserialize_from(rows.as_slice())
+            .map_err(|e| TextError::Corrupt(format!("row set: {e}")))?;
+        let index = Index::open(BundleDirectory::new(files))?;
+        let schema = index.schema();
+        let fields = schema_fields(&schema)?;
+        let mut segments = Vec::new();
+        for segment in index.searchable_segments()? {
+            let reader = SegmentReader::open(&segment)?;
+            let mut inverted = Vec::with_capacity(4);
+            for f in fields.text {
+                inverted.push(reader.inverted_index(f)?);
+            }
+            let inverted: [Arc<InvertedIndexReader>; 4] = inverted
+                .try_into()
+                .map_err(|_| TextError::Corrupt("field count".into()))?;
+            let column = reader.fast_fields().u64(ROW_FIELD)?;
+            // Every indexed document has its row.
+            if column.get_cardinality() != Cardinality::Full {
+                return Err(TextError::Corrupt("a document without a row number".into()));
+            }
+            segments.push(Segment {
+                inverted,
+                rows: column.values,
+                max_doc: reader.max_doc(),
+            });
+        }
+        Ok(PartTextIndex {
+            text: fields.text,
+            segments,
+            rows,
+            bytes,
+        })
+    }
+
+    /// Candidate rows for `query`: every row it matches, maybe more; filter
+    /// them with [`Query::matches`].
+    pub fn search(&self, query: &Query) -> Result<RoaringBitmap, TextError> {
+        guarded(|| eval::candidates(&query.root, self).map(|(rows, _)| rows))
+    }
+
+    /// Every row the index was built with.
+    pub fn rows(&self) -> &RoaringBitmap {
+        &self.rows
+    }
+
+    /// Size of the bundle in bytes.
+    pub fn size_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    fn collect(
+        &self,
+        seg: &Segment,
+        inverted: &InvertedIndexReader,
+        info: &TermInfo,
+        out: &mut Vec<u32>,
+    ) -> Result<(), TextError> {
+        let mut postings = inverted.read_block_postings_from_terminfo(info, IndexRecordOption::Basic)?;
+        let mut rows = Vec::new();
+        loop {
+            let docs = postings.docs();
+            if docs.is_empty() {
+                return Ok(());
+            }
+            if docs.iter().any(|&d| d >= seg.max_doc) {
+                return Err(TextError::Corrupt("a posting past the last document".into()));
+            }
+            rows.resize(docs.len(), 0);
+            seg.rows.get_vals(docs, &mut rows);
+            for &r in &rows {
+                out.push(u32::try_from(r).map_err(|_| TextError::Corrupt(format!("row number {r}")))?);
+            }
+            postings.advance();
+        }
+    }
+}
+
+/// Runs tantivy on a bundle's files. The checksum keeps damaged bytes from
+/// ever reaching tantivy, but tantivy panics on some inconsistent input (a
+/// byte of its files changed and the bundle resealed: about one flip in ten,
+/// tried over a whole bundle), so a panic there is a damaged index, not a
+/// crash of the process. Its readers are immutable, so nothing is left half
+/// updated.
+fn guarded<T>(f: impl FnOnce() -> Result<T, TextError>) -> Result<T, TextError> {
+    match std::panic::catch_unwind(AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(_) => Err(TextError::Corrupt(
+            "tantivy could not read the index: its files are inconsistent".into(),
+        )),
+    }
+}
+
+/// Row numbers collected per segment to a bitmap: sorted (the usual case,
+/// rows added in order) in one pass.
+fn to_bitmap(mut rows: Vec<u32>) -> RoaringBitmap {
+    if !rows.is_sorted() {
+        rows.sort_unstable();
+    }
+    rows.dedup();
+    RoaringBitmap::from_sorted_iter(rows).unwrap_or_default()
+}
+
+/// The schema an index was written with must be the one this build reads.
+fn schema_fields(schema: &Schema) -> Result<Fields, TextError> {
+    let (_, fields) = self::schema();
+    for (name, f) in Field::ALL.iter().map(|f| f.name()).zip(fields.text) {
+        let found = schema
+            .get_field(name)
+            .map_err(|_| TextError::Corrupt(format!("no field {name}")))?;
+        if found != f || !matches!(schema.get_field_entry(found).field_type(), FieldType::Str(_)) {
+            return Err(TextError::Corrupt(format!("field {name} has another type or place")));
+        }
+    }
+    let row = schema
+        .get_field(ROW_FIELD)
+        .map_err(|_| TextError::Corrupt("no row field".into()))?;
+    if row != fields.row || !matches!(schema.get_field_entry(row).field_type(), FieldType::U64(o) if o.is_fast()) {
+        return Err(TextError::Corrupt("the row field has another type or place".into()));
+    }
+    Ok(fields)
+}
+
+impl TermSource for PartTextIndex {
+    type Error = TextError;
+
+    fn term(&self, field: Field, term: &str) -> Result<Cow<'_, RoaringBitmap>, TextError> {
+        let t = Term::from_field_text(self.text[field.index()], term);
+        let mut rows = Vec::new();
+        for seg in &self.segments {
+            let inverted = &seg.inverted[field.index()];
+            if let Some(info) = inverted.get_term_info(&t)? {
+                self.collect(seg, inverted, &info, &mut rows)?;
+            }
+        }
+        Ok(Cow::Owned(to_bitmap(rows)))
+    }
+
+    fn prefix(&self, field: Field, prefix: &str) -> Result<RoaringBitmap, TextError> {
+        let mut out = RoaringBitmap::new();
+        for seg in &self.segments {
+            let inverted = &seg.inverted[field.index()];
+            let mut stream = inverted.terms().range().ge(prefix.as_bytes()).into_stream()?;
+            while stream.advance() {
+                if !stream.key().starts_with(prefix.as_bytes()) {
+                    break;
+                }
+                let mut rows = Vec::new();
+                self.collect(seg, inverted, stream.value(), &mut rows)?;
+                out |= to_bitmap(rows);
+            }
+        }
+        Ok(out)
+    }
+
+    fn universe(&self) -> &RoaringBitmap {
+        &self.rows
+    }
+}

@@ -1,0 +1,192 @@
+//! The indexes against the naive model: on random documents and queries,
+//! neither the part index (through its bundle bytes) nor the hot-tier index
+//! ever loses a row the naive model matches, and candidates filtered by
+//! `matches` are exactly a full scan.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use roaring::RoaringBitmap;
+use skein_text::{Field, MemTextIndex, PartTextIndex, PartTextIndexBuilder, Query};
+
+/// Words of code and logs that exercise every tokenizer rule: case changes,
+/// connectors, hex ids, numbers, folding, CJK, other scripts.
+const VOCAB: &[&str] = &[
+    "PoolTimeout",
+    "connection_pool",
+    "ConnectionPool",
+    "connection.pool",
+    "pool_timeout",
+    "db.query",
+    "timeout",
+    "Timeout",
+    "pool",
+    "Connection",
+    "refused",
+    "4bf92f3577b34da6",
+    "DEADbeef42CAFE00",
+    "8080",
+    "3.14",
+    "HTTPServer",
+    "v2Api",
+    "com.example.PoolTimeoutException",
+    "ＰｏｏｌＴｉｍｅｏｕｔ",
+    "エラー",
+    "発生",
+    "東京都",
+    "猫",
+    "연결",
+    "Ошибка",
+    "σφάλμα",
+    "Straße",
+    "STRASSE",
+    "goroutine",
+    "retry",
+    "error",
+    "ERROR",
+    "x",
+];
+
+const SEPARATORS: &[&str] = &[
+    " ", " ", " ", "", "_", ".", ": ", ", ", "\n", "(", ")", "=", "-", "/", "\"", "。", "\t",
+];
+
+/// Query words: the vocabulary and what people type for it.
+const QUERY_WORDS: &[&str] = &[
+    "PoolTimeout",
+    "pooltimeout",
+    "pool",
+    "timeout",
+    "connection_pool",
+    "connection",
+    "refused",
+    "db.query",
+    "query",
+    "4bf92f3577b34da6",
+    "deadbeef42cafe00",
+    "8080",
+    "3.14",
+    "14",
+    "HTTPServer",
+    "server",
+    "api",
+    "PoolTimeoutException",
+    "example.PoolTimeout",
+    "エラー",
+    "エラー発生",
+    "東京",
+    "京",
+    "猫",
+    "연결",
+    "ошибка",
+    "ΣΦΆΛΜΑ",
+    "strasse",
+    "goroutine",
+    "retry",
+    "error",
+    "x",
+    "error=timeout",
+    "timeouterror",
+];
+
+fn field() -> impl Strategy<Value = Field> {
+    prop::sample::select(Field::ALL.to_vec())
+}
+
+fn value() -> impl Strategy<Value = String> {
+    prop::collection::vec((prop::sample::select(VOCAB), prop::sample::select(SEPARATORS)), 0..8)
+        .prop_map(|words| words.into_iter().flat_map(|(w, s)| [w, s]).collect())
+}
+
+fn doc() -> impl Strategy<Value = Vec<(Field, String)>> {
+    prop::collection::vec((field(), value()), 0..4)
+}
+
+fn leaf() -> impl Strategy<Value = String> {
+    let word = prop::sample::select(QUERY_WORDS).prop_map(str::to_owned);
+    let prefix = (prop::sample::select(QUERY_WORDS), 1usize..6).prop_map(|(w, n)| {
+        let cut: String = w.chars().take(n).collect();
+        format!("{cut}*")
+    });
+    let phrase =
+        prop::collection::vec(prop::sample::select(QUERY_WORDS), 2..4).prop_map(|ws| format!("\"{}\"", ws.join(" ")));
+    let atom = prop_oneof![4 => word, 2 => prefix, 2 => phrase];
+    (prop::option::weighted(0.3, field()), atom).prop_map(|(f, a)| match f {
+        Some(f) => format!("{}:{a}", f.name()),
+        None => a,
+    })
+}
+
+fn query() -> impl Strategy<Value = String> {
+    leaf().prop_recursive(3, 12, 3, |inner| {
+        prop_oneof![
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("{a} {b}")),
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} AND {b})")),
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} OR {b})")),
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("{a} AND NOT {b}")),
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("{a} -{b}")),
+            (inner.clone(), inner).prop_map(|(a, b)| format!("{a} (x OR NOT ({b}))")),
+        ]
+    })
+}
+
+fn as_doc(values: &[(Field, String)]) -> Vec<(Field, &str)> {
+    values.iter().map(|(f, s)| (*f, s.as_str())).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn indexes_never_lose_a_hit_and_agree_with_a_scan(
+        docs in prop::collection::vec(doc(), 1..12),
+        queries in prop::collection::vec(query(), 1..8),
+        stride in 1u32..5,
+        reversed in any::<bool>(),
+    ) {
+        // Row numbers sparse and, sometimes, added out of order.
+        let mut rows: BTreeMap<u32, Vec<(Field, &str)>> = BTreeMap::new();
+        for (i, d) in docs.iter().enumerate() {
+            rows.insert(i as u32 * stride + 7, as_doc(d));
+        }
+        let mut order: Vec<u32> = rows.keys().copied().collect();
+        if reversed {
+            order.reverse();
+        }
+        let mut builder = PartTextIndexBuilder::new().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let mut mem = MemTextIndex::new();
+        for row in &order {
+            builder.add(*row, &rows[row]).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            mem.add(*row, &rows[row]);
+        }
+        let bytes = builder.finish().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let part = PartTextIndex::open(bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let universe: RoaringBitmap = rows.keys().copied().collect();
+        prop_assert_eq!(part.rows(), &universe);
+        prop_assert_eq!(mem.rows(), &universe);
+
+        for text in &queries {
+            // Random queries include ones the parser refuses (NOT alone).
+            let Ok(q) = Query::parse(text) else { continue };
+            let scan: RoaringBitmap = rows.iter().filter(|(_, d)| q.matches(d)).map(|(r, _)| *r).collect();
+            let part_rows = part.search(&q).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let mem_rows = mem.search(&q);
+            for (name, candidates) in [("part", &part_rows), ("mem", &mem_rows)] {
+                prop_assert!(candidates.is_subset(&universe), "{} {:?}: rows never added", name, text);
+                prop_assert!(scan.is_subset(candidates), "{} {:?} lost {:?}", name, text, &scan - candidates);
+                let answer: RoaringBitmap = candidates.iter().filter(|r| q.matches(&rows[r])).collect();
+                prop_assert_eq!(&answer, &scan, "{} {:?}", name, text);
+            }
+            // A hit always has something to show, inside its fragment.
+            for row in &scan {
+                let hs = q.highlights(&rows[&row]);
+                prop_assert!(!hs.is_empty(), "{:?} row {}: no highlight", text, row);
+                for h in &hs {
+                    for &(s, e) in &h.ranges {
+                        prop_assert!(s < e && h.fragment.get(s..e).is_some(), "{:?}: range {}..{} of {:?}", text, s, e, h.fragment);
+                    }
+                }
+            }
+        }
+    }
+}
