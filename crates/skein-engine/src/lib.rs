@@ -59,6 +59,7 @@ pub mod storage;
 pub mod terms;
 #[doc(hidden)]
 pub mod testdata;
+pub mod text;
 #[doc(hidden)]
 pub mod validate;
 #[doc(hidden)]
@@ -70,10 +71,11 @@ pub use health::{Fault, FaultKind};
 pub use part::{PageCacheStats, WriterOptions};
 pub use payload::{PayloadPolicy, PayloadRef, PayloadStats};
 pub use query::{
-    Anomaly, AttrFilter, AttrPredicate, Cursor, Explain, Latency, LogQuery, MetricQuery, OperationSummary,
+    Anomaly, AttrFilter, AttrPredicate, Cursor, Explain, Latency, LogQuery, MetricQuery, OperationSummary, PayloadText,
     SearchResult, ServiceSummary, SourceExplain, SpanQuery, Summary, Window,
 };
 pub use record::{Record, RecordKey, Signal};
 pub use terms::AttrScope;
+pub use text::{Highlight, TextField, TextQuery, TextQueryError, TextRecord};
 pub use validate::Limits;
 pub use wal::{Durability, RecoveryMode};

@@ -820,6 +820,8 @@ fn span_query() -> impl Strategy<Value = SpanQuery> {
                     attributes: f.iter().map(FilterSpec::build).collect(),
                     limit,
                     cursor: None,
+                    text: None,
+                    payload_text: None,
                 }
             },
         )
@@ -848,6 +850,7 @@ fn log_query() -> impl Strategy<Value = LogQuery> {
             window: Window::from_bounds(start, end),
             limit,
             cursor: None,
+            text: None,
             payload_text: None,
         })
 }
@@ -943,6 +946,8 @@ impl Derived {
             .collect(),
             limit: self.limit,
             cursor: None,
+            text: None,
+            payload_text: None,
         })
     }
 
@@ -971,6 +976,7 @@ impl Derived {
             window,
             limit: self.limit,
             cursor: None,
+            text: None,
             payload_text: None,
         })
     }

@@ -26,7 +26,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("skein-engine", &["skein-model", "skein-text"]),
     ("skein-server", &["skein-model", "skein-engine", "skein-text"]),
     ("skein", &["skein-model", "skein-engine", "skein-server", "skein-text"]),
-    ("skein-bench", &["skein-model", "skein-engine", "skein-server", "skein-text"]),
+    (
+        "skein-bench",
+        &["skein-model", "skein-engine", "skein-server", "skein-text"],
+    ),
 ];
 
 #[test]

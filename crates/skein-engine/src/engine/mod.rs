@@ -78,6 +78,7 @@ use crate::query::filter::{LogQuery, MetricQuery, PayloadText, SpanQuery};
 use crate::query::search::{self, SearchResult};
 use crate::record::Signal;
 use crate::storage::PartStore;
+use crate::text::{Highlight, TextQuery, TextRecord};
 use crate::validate::Limits;
 use crate::wal::{Durability, RecoveryMode, Wal};
 
@@ -324,35 +325,55 @@ impl Engine {
     }
 
     pub fn search_spans(&self, q: &SpanQuery) -> Result<SearchResult<Span>> {
-        search::search(&self.state().sources::<Span>(), q)
+        let state = self.state();
+        if q.text.is_none() || q.payload_text.is_some() {
+            return search::search(&state.sources::<Span>(), q);
+        }
+        let q = SpanQuery {
+            payload_text: Some(self.payload_reader(&state)),
+            ..q.clone()
+        };
+        search::search(&state.sources::<Span>(), &q)
     }
 
     pub fn search_logs(&self, q: &LogQuery) -> Result<SearchResult<LogRecord>> {
-        if q.body_contains.is_none() || q.payload_text.is_some() {
-            return search::search(&self.state().sources::<LogRecord>(), q);
-        }
-        // A body stored as a payload is searched in its own text. The
-        // resolver is called with a hot table's lock held: it must not take
-        // `state` (see the lock order above), so it holds the tiers of this
-        // snapshot and takes only their payload locks and the pack index.
         let state = self.state();
-        let tiers: Vec<Arc<Tier>> = state.tiers().cloned().collect();
-        let inner = self.inner.clone();
+        if (q.body_contains.is_none() && q.text.is_none()) || q.payload_text.is_some() {
+            return search::search(&state.sources::<LogRecord>(), q);
+        }
+        // A value stored as a payload is searched in its own text.
         let q = LogQuery {
-            payload_text: Some(PayloadText(Arc::new(move |id| {
-                let read = match tiers.iter().find_map(|t| t.payloads.read().blobs.get(id).cloned()) {
-                    Some(blob) => blob.decompress("the hot tier").map(Some),
-                    None => inner
-                        .payloads
-                        .blob(id)
-                        .and_then(|found| found.map(|(blob, pack)| blob.decompress(&pack)).transpose()),
-                };
-                let bytes = inner.note_payload_damage(read).ok()??;
-                Some(String::from_utf8_lossy(&bytes).into_owned())
-            }))),
+            payload_text: Some(self.payload_reader(&state)),
             ..q.clone()
         };
         search::search(&state.sources::<LogRecord>(), &q)
+    }
+
+    /// The fragments of `record` that match `query`, with the matched
+    /// terms marked (payloads read in full).
+    pub fn text_highlights<R: TextRecord>(&self, query: &TextQuery, record: &R) -> Vec<Highlight> {
+        let read = self.payload_reader(&self.state());
+        query.highlights(&crate::text::borrowed(&record.text_doc(Some(&read))))
+    }
+
+    /// Reads payloads for a query's predicates. It is called with a hot
+    /// table's lock held, so it must not take `state` (see the lock order
+    /// above): it holds the tiers of `state` and takes only their payload
+    /// locks and the pack index.
+    fn payload_reader(&self, state: &State) -> PayloadText {
+        let tiers: Vec<Arc<Tier>> = state.tiers().cloned().collect();
+        let inner = self.inner.clone();
+        PayloadText(Arc::new(move |id| {
+            let read = match tiers.iter().find_map(|t| t.payloads.read().blobs.get(id).cloned()) {
+                Some(blob) => blob.decompress("the hot tier").map(Some),
+                None => inner
+                    .payloads
+                    .blob(id)
+                    .and_then(|found| found.map(|(blob, pack)| blob.decompress(&pack)).transpose()),
+            };
+            let bytes = inner.note_payload_damage(read).ok()??;
+            Some(String::from_utf8_lossy(&bytes).into_owned())
+        }))
     }
 
     pub fn search_metrics(&self, q: &MetricQuery) -> Result<SearchResult<MetricPoint>> {

@@ -9,6 +9,7 @@ use super::window::Window;
 use crate::payload::{self, PayloadRef};
 use crate::record::{Record, RecordKey};
 use crate::terms::{self, AttrScope, Term};
+use crate::text::{self, TextQuery};
 
 /// Where an attribute filter looks.
 
@@ -199,8 +200,13 @@ pub struct SpanQuery {
     /// Only spans without a parent.
     pub root_only: bool,
     pub attributes: Vec<AttrFilter>,
+    /// Full-text query over the span's name, status message, exception
+    /// attributes and payloads (see `text`).
+    pub text: Option<TextQuery>,
     pub limit: usize,
     pub cursor: Option<Cursor>,
+    /// Reads payloads for `text` (the engine sets it).
+    pub payload_text: Option<PayloadText>,
 }
 
 fn contains_ci(haystack: &str, needle_lower: &str) -> bool {
@@ -265,6 +271,10 @@ impl RecordQuery<Span> for SpanQuery {
             && self.window.contains(s.start_time_unix_nano)
             && self.trace_id.is_none_or(|t| s.trace_id == t)
             && (!self.root_only || s.parent_span_id.is_none())
+            && self
+                .text
+                .as_ref()
+                .is_none_or(|t| text::matches(t, s, self.payload_text.as_ref()))
             && self.attributes.iter().all(|f| match f.scope {
                 AttrScope::Record => f.matches_list(&s.attributes),
                 AttrScope::Resource => f.matches_list(&s.resource.attributes),
@@ -328,12 +338,16 @@ pub struct LogQuery {
     /// Case-insensitive substring of the body (its text, or its JSON form).
     pub body_contains: Option<String>,
     pub attributes: Vec<AttrFilter>,
+    /// Full-text query over the body, event name, exception attributes and
+    /// payloads (see `text`).
+    pub text: Option<TextQuery>,
     /// On the record's time (a log's effective time).
     pub window: Window,
     pub limit: usize,
     pub cursor: Option<Cursor>,
-    /// Reads the text of a body stored as a payload, for `body_contains`
-    /// (the engine sets it; without it only the reference is searched).
+    /// Reads the text of values stored as payloads, for `body_contains`
+    /// and `text` (the engine sets it; without it only the reference's
+    /// preview is searched).
     pub payload_text: Option<PayloadText>,
 }
 
@@ -414,6 +428,10 @@ impl RecordQuery<LogRecord> for LogQuery {
                 .body_contains
                 .as_deref()
                 .is_none_or(|b| contains_ci(&self.body_text(&l.body), &b.to_lowercase()))
+            && self
+                .text
+                .as_ref()
+                .is_none_or(|t| text::matches(t, l, self.payload_text.as_ref()))
             && self.attributes.iter().all(|f| match f.scope {
                 AttrScope::Record | AttrScope::Event => f.matches_list(&l.attributes),
                 AttrScope::Resource => f.matches_list(&l.resource.attributes),

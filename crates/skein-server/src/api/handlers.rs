@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use serde_json::{Value, json};
-use skein_engine::{Cursor, Engine, LogQuery, MetricQuery, SpanQuery, Window};
+use skein_engine::{Cursor, Engine, LogQuery, MetricQuery, SpanQuery, TextQuery, Window};
 use skein_model::{SpanKind, StatusCode, TraceId};
 
 use super::params::{Params, now_ns, parse_duration};
@@ -51,9 +51,32 @@ fn span_query(p: &mut Params) -> Result<SpanQuery, ApiError> {
         trace_id: p.parse("trace_id", |v| TraceId::from_hex(v).map_err(|e| e.to_string()))?,
         root_only: p.flag("root")?,
         attributes: p.attributes(),
+        text: text_param(p)?,
         limit: p.limit(100, 10_000)?,
         cursor: cursor(p)?,
+        payload_text: None,
     })
+}
+
+/// `text=`: a full-text query (words, "phrases", prefix*, AND/OR/NOT,
+/// body:/name:/message:/payload:). A syntax error names its position.
+fn text_param(p: &mut Params) -> Result<Option<TextQuery>, ApiError> {
+    p.parse("text", |v| TextQuery::parse(v).map_err(|e| e.to_string()))
+}
+
+/// Each record's JSON with the `highlights` of `text` on it.
+fn with_highlights<R: skein_engine::TextRecord>(
+    e: &Engine,
+    text: Option<&TextQuery>,
+    records: &[Arc<R>],
+    mut views: Vec<Value>,
+) -> Vec<Value> {
+    if let Some(q) = text {
+        for (v, r) in views.iter_mut().zip(records) {
+            v["highlights"] = serde_json::to_value(e.text_highlights(q, &**r)).unwrap_or(Value::Null);
+        }
+    }
+    views
 }
 
 /// `payloads=ref` (the default: big values as `{"$payload", "bytes",
@@ -209,10 +232,23 @@ pub async fn search_spans(State(app): State<Arc<App>>, Query(q): Q) -> Result<Js
     blocking_bytes(&app, "spans", move |e| {
         let r = e.search_spans(&query)?;
         let spans = with_payloads(e, inline, r.records)?;
-        to_json_bytes(&views::SpansPage {
+        let page = views::SpansPage {
             spans: &spans,
             next_cursor: r.next_cursor.map(|c| c.to_string()),
             explain: explain_value(explain, &r.explain),
+        };
+        if let Some(text) = &query.text {
+            // Each span with its highlights.
+            let mut v = serde_json::to_value(&page).map_err(|e| ApiError::internal(e.to_string()))?;
+            if let Some(Value::Array(views)) = v.get_mut("spans").map(Value::take) {
+                v["spans"] = with_highlights(e, Some(text), &spans, views).into();
+            }
+            return to_json_bytes(&v);
+        }
+        to_json_bytes(&views::SpansPage {
+            spans: &spans,
+            next_cursor: page.next_cursor,
+            explain: page.explain,
         })
     })
     .await
@@ -233,6 +269,7 @@ pub async fn search_logs(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult 
         })?,
         body_contains: p.get("body_contains").or(p.get("q")),
         attributes: p.attributes(),
+        text: text_param(&mut p)?,
         window,
         limit: p.limit(100, 10_000)?,
         cursor: cursor(&mut p)?,
@@ -244,8 +281,9 @@ pub async fn search_logs(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult 
     blocking(&app, "logs", move |e| {
         let r = e.search_logs(&query)?;
         let logs = with_payloads(e, inline, r.records)?;
+        let views = logs.iter().map(|l| views::log(l)).collect();
         let v = json!({
-            "logs": logs.iter().map(|l| views::log(l)).collect::<Vec<_>>(),
+            "logs": with_highlights(e, query.text.as_ref(), &logs, views),
             "next_cursor": r.next_cursor.map(|c| c.to_string()),
         });
         Ok(with_explain(v, explain, &r.explain))

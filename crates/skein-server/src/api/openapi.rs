@@ -72,6 +72,14 @@ fn op(summary: &str, params: Vec<Value>, response: &str) -> Value {
     })
 }
 
+/// `text=`, on the span and log searches.
+fn text_param() -> Value {
+    param(
+        "text",
+        "Full-text query: words, \"phrases\", prefix*, AND / OR / NOT, parentheses, and body: name: message: payload: before a term. Hits carry highlights. A syntax error is a 400 naming its position.",
+    )
+}
+
 /// `payloads=`, on the routes that return records.
 fn payloads_param() -> Value {
     param(
@@ -97,6 +105,7 @@ pub fn spec() -> Value {
         v.extend(attr_params());
         v.extend(paging());
         v.push(payloads_param());
+        v.push(text_param());
         v
     };
     let metrics = {
@@ -117,6 +126,12 @@ pub fn spec() -> Value {
     let spans = {
         let mut v = span_filters();
         v.push(payloads_param());
+        v.push(text_param());
+        v
+    };
+    let traces = {
+        let mut v = span_filters();
+        v.push(text_param());
         v
     };
     json!({
@@ -124,7 +139,7 @@ pub fn spec() -> Value {
         "info": {"title": "Skein API", "version": env!("CARGO_PKG_VERSION"),
                  "description": "Query telemetry stored by Skein. Errors are {\"error\": {\"code\", \"message\"}}; unknown parameters are refused by name."},
         "paths": {
-            "/api/v1/traces": {"get": op("Traces with a span matching the filters, newest first.", span_filters(), "{traces: [...], next_cursor}")},
+            "/api/v1/traces": {"get": op("Traces with a span matching the filters, newest first.", traces, "{traces: [...], next_cursor}")},
             "/api/v1/traces/{trace_id}": {"get": op("One trace: spans in tree order with depth, root, duration, services, error count.", trace, "{trace_id, root, duration_ns, services, span_count, error_count, spans}")},
             "/api/v1/spans": {
                 "get": op("Search spans, newest first.", spans, "{spans: [...], next_cursor}"),

@@ -105,6 +105,22 @@ pub struct ExplainArg {
     pub explain: bool,
 }
 
+/// `--text QUERY`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct TextArg {
+    /// Full-text query: words, "phrases", prefix*, AND / OR / NOT, and
+    /// body: name: message: payload: before a term (e.g. --text
+    /// 'message:PoolTimeout AND NOT body:retry'). Hits carry `highlights`.
+    #[arg(long, value_name = "QUERY")]
+    pub text: Option<String>,
+}
+
+impl TextArg {
+    pub fn params(&self, p: &mut Params) {
+        push(p, "text", self.text.as_ref());
+    }
+}
+
 /// `--payloads ref|inline`.
 #[derive(Args, Debug, Clone, Default)]
 pub struct PayloadsArg {
@@ -187,6 +203,8 @@ pub struct SpanFilters {
     pub explain: ExplainArg,
     #[command(flatten)]
     pub payloads: PayloadsArg,
+    #[command(flatten)]
+    pub text: TextArg,
 }
 
 impl SpanFilters {
@@ -208,6 +226,7 @@ impl SpanFilters {
         self.page.params(&mut p);
         push_flag(&mut p, "explain", self.explain.explain);
         self.payloads.params(&mut p);
+        self.text.params(&mut p);
         p
     }
 }
@@ -244,6 +263,8 @@ pub struct LogFilters {
     pub explain: ExplainArg,
     #[command(flatten)]
     pub payloads: PayloadsArg,
+    #[command(flatten)]
+    pub text: TextArg,
 }
 
 impl LogFilters {
@@ -260,6 +281,7 @@ impl LogFilters {
         self.page.params(&mut p);
         push_flag(&mut p, "explain", self.explain.explain);
         self.payloads.params(&mut p);
+        self.text.params(&mut p);
         p
     }
 }

@@ -1,0 +1,145 @@
+//! What full-text search reads of each record: its text values by field
+//! (`body`, `name`, `message`, `payload`), with payloads read in full.
+//!
+//! | field | logs | spans |
+//! |---|---|---|
+//! | `body` | the body (its text, or its JSON form) | — |
+//! | `name` | the event name, `exception.type` | the span name, its events' names, their `exception.type` |
+//! | `message` | `exception.message` / `.stacktrace` attributes | the status message; those attributes of events |
+//! | `payload` | attributes stored as payloads, GenAI content | the same, of the span and its events |
+//!
+//! A body stored as a payload is read as the body.
+
+use std::borrow::Cow;
+
+use skein_model::{AnyValue, KeyValue, LogRecord, Span, genai};
+
+use crate::payload::as_ref_value;
+use crate::query::filter::{PayloadText, body_text};
+
+pub use skein_text::{Field as TextField, Highlight, Query as TextQuery, QueryError as TextQueryError};
+
+const EXCEPTION_MESSAGES: [&str; 2] = ["exception.message", "exception.stacktrace"];
+
+/// A record's text values for full-text search.
+pub trait TextRecord {
+    fn text_doc(&self, read: Option<&PayloadText>) -> Vec<(TextField, String)>;
+}
+
+/// The text of `v`, reading a payload reference through `read` (without
+/// it, or when it cannot, the reference's preview stands in).
+fn text_of<'a>(v: &'a AnyValue, read: Option<&PayloadText>) -> Cow<'a, str> {
+    if let Some((id, _)) = as_ref_value(v) {
+        if let Some(text) = read.and_then(|r| (r.0)(&id)) {
+            return text.into();
+        }
+        if let AnyValue::Map(m) = v
+            && let Some(preview) = m.get(2).and_then(|kv| kv.value.as_str())
+        {
+            return preview.into();
+        }
+    }
+    body_text(v)
+}
+
+/// Exception types as `name`, their messages and stack traces as
+/// `message`, payloads and GenAI content as `payload`.
+fn attr_texts(attrs: &[KeyValue], read: Option<&PayloadText>, out: &mut Vec<(TextField, String)>) {
+    for kv in attrs {
+        let field = if kv.key == "exception.type" {
+            TextField::Name
+        } else if EXCEPTION_MESSAGES.contains(&kv.key.as_str()) {
+            TextField::Message
+        } else if as_ref_value(&kv.value).is_some() || genai::is_content_key(&kv.key) {
+            TextField::Payload
+        } else {
+            continue;
+        };
+        out.push((field, text_of(&kv.value, read).into_owned()));
+    }
+}
+
+impl TextRecord for LogRecord {
+    fn text_doc(&self, read: Option<&PayloadText>) -> Vec<(TextField, String)> {
+        let mut out = vec![(TextField::Body, text_of(&self.body, read).into_owned())];
+        if !self.event_name.is_empty() {
+            out.push((TextField::Name, self.event_name.clone()));
+        }
+        attr_texts(&self.attributes, read, &mut out);
+        out
+    }
+}
+
+impl TextRecord for Span {
+    fn text_doc(&self, read: Option<&PayloadText>) -> Vec<(TextField, String)> {
+        let mut out = vec![(TextField::Name, self.name.clone())];
+        if !self.status.message.is_empty() {
+            out.push((TextField::Message, self.status.message.clone()));
+        }
+        attr_texts(&self.attributes, read, &mut out);
+        for e in &self.events {
+            out.push((TextField::Name, e.name.clone()));
+            attr_texts(&e.attributes, read, &mut out);
+        }
+        out
+    }
+}
+
+/// `doc` as the borrowed list the text query reads.
+pub fn borrowed(doc: &[(TextField, String)]) -> Vec<(TextField, &str)> {
+    doc.iter().map(|(f, s)| (*f, s.as_str())).collect()
+}
+
+/// Whether `r` matches `q`, its payloads read through `read`.
+pub fn matches<R: TextRecord>(q: &TextQuery, r: &R, read: Option<&PayloadText>) -> bool {
+    q.matches(&borrowed(&r.text_doc(read)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::payload::{PayloadRef, ref_value};
+
+    #[test]
+    fn records_read_their_text_by_field() {
+        let mut s = crate::testdata::spans(1, 1).remove(0);
+        s.name = "GET /cart".into();
+        s.status.message = "upstream PoolTimeout".into();
+        let prompt = "Why is checkout slow? ".repeat(20);
+        s.attributes.push(KeyValue::new(
+            "gen_ai.input.messages",
+            ref_value(PayloadRef::of(prompt.as_bytes()), &prompt),
+        ));
+        s.events.push(skein_model::Event {
+            name: "exception".into(),
+            attributes: vec![KeyValue::new("exception.type", "ConnectionRefusedError")],
+            ..Default::default()
+        });
+        let q = |t: &str| TextQuery::parse(t).unwrap();
+        let full = prompt.clone();
+        let read = PayloadText(std::sync::Arc::new(move |_| Some(full.clone())));
+        assert!(matches(&q("name:cart"), &s, None));
+        assert!(matches(&q("message:pooltimeout"), &s, None));
+        assert!(matches(&q("name:ConnectionRefusedError"), &s, None));
+        assert!(matches(&q("name:exception"), &s, None), "event names are names");
+        assert!(!matches(&q("message:ConnectionRefusedError"), &s, None));
+        assert!(matches(&q("payload:checkout"), &s, None), "the preview stands in");
+        // Past the 200-character preview only the payload itself has it.
+        let mut deep = s.clone();
+        let long = format!("{} needle", "hay ".repeat(100));
+        deep.attributes.push(KeyValue::new(
+            "app.doc",
+            ref_value(PayloadRef::of(long.as_bytes()), &long),
+        ));
+        let long2 = long.clone();
+        let read_long = PayloadText(std::sync::Arc::new(move |_| Some(long2.clone())));
+        assert!(!matches(&q("payload:needle"), &deep, None));
+        assert!(matches(&q("payload:needle"), &deep, Some(&read_long)));
+        assert!(!matches(&q("body:cart"), &s, Some(&read)), "spans have no body");
+
+        let mut l = crate::testdata::logs(1).remove(0);
+        l.body = AnyValue::Str("connection refused by db.query".into());
+        assert!(matches(&q("body:\"connection refused\""), &l, None));
+        assert!(matches(&q("query AND NOT timeout"), &l, None));
+    }
+}
