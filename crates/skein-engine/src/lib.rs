@@ -71,11 +71,11 @@ pub use health::{Fault, FaultKind};
 pub use part::{PageCacheStats, WriterOptions};
 pub use payload::{PayloadPolicy, PayloadRef, PayloadStats};
 pub use query::{
-    Anomaly, AttrFilter, AttrPredicate, Cursor, Explain, Latency, LogQuery, MetricQuery, OperationSummary, PayloadText,
+    Anomaly, AttrFilter, AttrPredicate, Cursor, Explain, Latency, LogQuery, MetricQuery, OperationSummary,
     SearchResult, ServiceSummary, SourceExplain, SpanQuery, Summary, Window,
 };
 pub use record::{Record, RecordKey, Signal};
 pub use terms::AttrScope;
-pub use text::{Highlight, TextField, TextQuery, TextQueryError, TextRecord};
+pub use text::{Highlight, PayloadText, TextField, TextQuery, TextQueryError, TextRecord};
 pub use validate::Limits;
 pub use wal::{Durability, RecoveryMode};

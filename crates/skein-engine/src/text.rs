@@ -14,10 +14,30 @@ use std::borrow::Cow;
 
 use skein_model::{AnyValue, KeyValue, LogRecord, Span, genai};
 
-use crate::payload::as_ref_value;
-use crate::query::filter::{PayloadText, body_text};
+use crate::payload::{PayloadRef, as_ref_value};
 
 pub use skein_text::{Field as TextField, Highlight, Query as TextQuery, QueryError as TextQueryError};
+
+/// Reads the text a payload reference names, if it can.
+pub type ReadPayloadText = dyn Fn(&PayloadRef) -> Option<String> + Send + Sync;
+
+/// Resolves a payload reference to its text.
+#[derive(Clone)]
+pub struct PayloadText(pub std::sync::Arc<ReadPayloadText>);
+
+impl std::fmt::Debug for PayloadText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PayloadText")
+    }
+}
+
+/// A body's text: a string as itself, any other value as its plain JSON.
+pub fn body_text(body: &AnyValue) -> std::borrow::Cow<'_, str> {
+    match body {
+        AnyValue::Str(s) => s.as_str().into(),
+        other => skein_model::plain::any_value_to_plain_json(other).to_string().into(),
+    }
+}
 
 const EXCEPTION_MESSAGES: [&str; 2] = ["exception.message", "exception.stacktrace"];
 

@@ -74,11 +74,11 @@ use crate::payload::{self, PayloadPolicy, PayloadRef, PayloadStats, PayloadStore
 use crate::query::Window;
 use crate::query::aggregate::{self, Anomaly, OperationSummary, ServiceSummary, Summary};
 use crate::query::explain::Explain;
-use crate::query::filter::{LogQuery, MetricQuery, PayloadText, SpanQuery};
+use crate::query::filter::{LogQuery, MetricQuery, SpanQuery};
 use crate::query::search::{self, SearchResult};
 use crate::record::Signal;
 use crate::storage::PartStore;
-use crate::text::{Highlight, TextQuery, TextRecord};
+use crate::text::{Highlight, PayloadText, TextQuery, TextRecord};
 use crate::validate::Limits;
 use crate::wal::{Durability, RecoveryMode, Wal};
 

@@ -9,7 +9,7 @@ use super::window::Window;
 use crate::payload::{self, PayloadRef};
 use crate::record::{Record, RecordKey};
 use crate::terms::{self, AttrScope, Term};
-use crate::text::{self, TextQuery};
+use crate::text::{self, PayloadText, TextQuery, body_text};
 
 /// Where an attribute filter looks.
 
@@ -351,19 +351,6 @@ pub struct LogQuery {
     pub payload_text: Option<PayloadText>,
 }
 
-/// Reads the text a payload reference names, if it can.
-pub type ReadPayloadText = dyn Fn(&PayloadRef) -> Option<String> + Send + Sync;
-
-/// Resolves a payload reference to its text.
-#[derive(Clone)]
-pub struct PayloadText(pub std::sync::Arc<ReadPayloadText>);
-
-impl std::fmt::Debug for PayloadText {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PayloadText")
-    }
-}
-
 impl LogQuery {
     /// The body's text: a payload's own text when the body is one and the
     /// query can read it.
@@ -374,13 +361,6 @@ impl LogQuery {
             return text.into();
         }
         body_text(body)
-    }
-}
-
-pub fn body_text(body: &AnyValue) -> std::borrow::Cow<'_, str> {
-    match body {
-        AnyValue::Str(s) => s.as_str().into(),
-        other => skein_model::plain::any_value_to_plain_json(other).to_string().into(),
     }
 }
 

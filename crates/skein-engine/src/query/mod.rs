@@ -15,6 +15,6 @@ pub mod window;
 
 pub use aggregate::{Anomaly, Latency, OperationSummary, ServiceSummary, Summary};
 pub use explain::{Explain, SourceExplain};
-pub use filter::{AttrFilter, AttrPredicate, Cursor, LogQuery, MetricQuery, PayloadText, SpanQuery};
+pub use filter::{AttrFilter, AttrPredicate, Cursor, LogQuery, MetricQuery, SpanQuery};
 pub use search::SearchResult;
 pub use window::Window;
