@@ -49,9 +49,8 @@ fn batch_spans(c: &Corpus, batch: u64, version: u64) -> Vec<skein_model::Span> {
     spans
 }
 
-/// Every distinct payload reference of the stored spans.
-fn stored_refs(s: &Server) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
+/// Calls `f` with every span the server returns, paging through search.
+fn each_stored_span(s: &Server, mut f: impl FnMut(&serde_json::Value)) {
     let mut cursor: Option<String> = None;
     loop {
         let mut path = "/api/v1/spans?limit=10000".to_string();
@@ -59,42 +58,38 @@ fn stored_refs(s: &Server) -> BTreeSet<String> {
             path.push_str(&format!("&cursor={c}"));
         }
         let v = s.get_json(&path);
-        for sp in v["spans"].as_array().unwrap() {
-            let r = &sp["attributes"]["gen_ai.system_instructions"]["$payload"];
-            out.insert(
-                r.as_str()
-                    .unwrap_or_else(|| panic!("no payload reference in {sp}"))
-                    .to_string(),
-            );
-        }
+        v["spans"].as_array().unwrap().iter().for_each(&mut f);
         match v["next_cursor"].as_str() {
             Some(c) => cursor = Some(c.to_string()),
-            None => return out,
+            None => return,
         }
     }
 }
 
-/// All (trace, span) ids the server returns, paging through search.
+/// Every distinct payload reference of the stored spans.
+fn stored_refs(s: &Server) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    each_stored_span(s, |sp| {
+        let r = &sp["attributes"]["gen_ai.system_instructions"]["$payload"];
+        out.insert(
+            r.as_str()
+                .unwrap_or_else(|| panic!("no payload reference in {sp}"))
+                .to_string(),
+        );
+    });
+    out
+}
+
+/// All (trace, span) ids the server returns.
 fn stored_ids(s: &Server) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let mut path = "/api/v1/spans?limit=10000".to_string();
-        if let Some(c) = &cursor {
-            path.push_str(&format!("&cursor={c}"));
-        }
-        let v = s.get_json(&path);
-        for sp in v["spans"].as_array().unwrap() {
-            out.push((
-                sp["trace_id"].as_str().unwrap().to_string(),
-                sp["span_id"].as_str().unwrap().to_string(),
-            ));
-        }
-        match v["next_cursor"].as_str() {
-            Some(c) => cursor = Some(c.to_string()),
-            None => return out,
-        }
-    }
+    each_stored_span(s, |sp| {
+        out.push((
+            sp["trace_id"].as_str().unwrap().to_string(),
+            sp["span_id"].as_str().unwrap().to_string(),
+        ))
+    });
+    out
 }
 
 fn batch_ids(c: &Corpus, batch: u64) -> Vec<(String, String)> {
