@@ -364,14 +364,7 @@ impl Engine {
         let tiers: Vec<Arc<Tier>> = state.tiers().cloned().collect();
         let inner = self.inner.clone();
         PayloadText(Arc::new(move |id| {
-            let read = match tiers.iter().find_map(|t| t.payloads.read().blobs.get(id).cloned()) {
-                Some(blob) => blob.decompress("the hot tier").map(Some),
-                None => inner
-                    .payloads
-                    .blob(id)
-                    .and_then(|found| found.map(|(blob, pack)| blob.decompress(&pack)).transpose()),
-            };
-            let bytes = inner.note_payload_damage(read).ok()??;
+            let bytes = inner.payload_in(&tiers, id).ok()??;
             Some(String::from_utf8_lossy(&bytes).into_owned())
         }))
     }
@@ -602,8 +595,15 @@ impl Inner {
     }
 
     fn payload(&self, id: &PayloadRef) -> Result<Option<Vec<u8>>> {
-        let hot = self.state.read().hot_payload(id);
-        let read = match hot {
+        let tiers: Vec<Arc<Tier>> = self.state.read().tiers().cloned().collect();
+        self.payload_in(&tiers, id)
+    }
+
+    /// A payload from `tiers` (a snapshot's hot tiers) or the packs,
+    /// checked against its reference. Takes only leaf locks (a tier's
+    /// payload map, the pack index), never `state`.
+    fn payload_in(&self, tiers: &[Arc<Tier>], id: &PayloadRef) -> Result<Option<Vec<u8>>> {
+        let read = match tiers.iter().find_map(|t| t.payloads.read().blobs.get(id).cloned()) {
             Some(blob) => blob.decompress("the hot tier").map(Some),
             None => self
                 .payloads

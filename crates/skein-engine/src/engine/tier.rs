@@ -130,11 +130,6 @@ impl State {
         std::iter::once(&self.active).chain(self.frozen.iter().rev().map(|f| &f.tier))
     }
 
-    /// A payload a hot tier holds.
-    pub fn hot_payload(&self, id: &PayloadRef) -> Option<Blob> {
-        self.tiers().find_map(|t| t.payloads.read().blobs.get(id).cloned())
-    }
-
     /// All sources of a signal, newest first.
     pub fn sources<R: Stored>(&self) -> Vec<Source<R>> {
         let mut v = Vec::with_capacity(2 + self.frozen.len() + self.parts(R::SIGNAL).len());
