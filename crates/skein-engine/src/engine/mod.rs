@@ -106,6 +106,9 @@ pub struct EngineOptions {
     /// Decompressed Parquet pages kept for point reads (trace lookups,
     /// searches); 0 turns the cache off. Default 32 MiB.
     pub page_cache_bytes: u64,
+    /// Keep full-text indexes (per part, and of the hot tier). Off, a text
+    /// query scans its window: the same answers, slower. Default on.
+    pub full_text: bool,
 }
 
 impl EngineOptions {
@@ -123,6 +126,7 @@ impl EngineOptions {
             payloads: PayloadPolicy::default(),
             background: true,
             page_cache_bytes: 32 << 20,
+            full_text: true,
         }
     }
 }
