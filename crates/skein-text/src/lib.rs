@@ -76,6 +76,7 @@
 mod bundle;
 mod eval;
 mod field;
+mod links;
 mod mem;
 mod naive;
 mod part;

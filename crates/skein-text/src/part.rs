@@ -31,6 +31,7 @@ use crate::TextError;
 use crate::bundle::{self, BundleDirectory};
 use crate::eval::{self, TermSource};
 use crate::field::Field;
+use crate::links::Links;
 use crate::query::Query;
 use crate::tokenize::tokenize;
 
@@ -39,6 +40,11 @@ const ROW_FIELD: &str = "row";
 /// universe `NOT` subtracts from (rows without text included).
 const ROWS_FILE: &str = "skein.rows";
 const META_FILE: &str = "meta.json";
+/// The bundle member holding the [`Links`] of shared texts.
+const LINKS_FILE: &str = "skein.links";
+/// Set in the number of a shared text's document (its key below): row
+/// numbers are `u32`, so the two never meet.
+const SHARED: u64 = 1 << 32;
 
 /// tantivy's indexing memory before it writes a segment; a bigger part is
 /// written as several segments and merged into one at `finish`.
@@ -68,6 +74,7 @@ pub struct PartTextIndexBuilder {
     writer: IndexWriter<TantivyDocument>,
     fields: Fields,
     rows: RoaringBitmap,
+    links: Links,
 }
 
 impl PartTextIndexBuilder {
@@ -91,12 +98,42 @@ impl PartTextIndexBuilder {
             writer,
             fields,
             rows: RoaringBitmap::new(),
+            links: Links::default(),
         })
     }
 
     /// Indexes the text of part row `row`.
     pub fn add(&mut self, row: u32, doc: &[(Field, &str)]) -> Result<(), TextError> {
         self.rows.insert(row);
+        // A row without text is only in the row set: no term can match it.
+        if let Some(tdoc) = self.tantivy_doc(u64::from(row), doc) {
+            self.writer.add_document(tdoc)?;
+        }
+        Ok(())
+    }
+
+    /// Indexes a shared text (see [`links`](crate::links)) in `field`
+    /// once, and returns its key for [`link`](Self::link).
+    pub fn add_shared(&mut self, field: Field, text: &str) -> Result<u32, TextError> {
+        let key = self.links.new_key()?;
+        if let Some(tdoc) = self.tantivy_doc(SHARED | u64::from(key), &[(field, text)]) {
+            self.writer.add_document(tdoc)?;
+        }
+        Ok(key)
+    }
+
+    /// Row `row` holds the shared text `key`: it matches that text's terms.
+    pub fn link(&mut self, row: u32, key: u32) -> Result<(), TextError> {
+        self.rows.insert(row);
+        self.links
+            .link(key, row)
+            .map(|_| ())
+            .ok_or_else(|| TextError::Corrupt(format!("link to shared text {key}, which was never added")))
+    }
+
+    /// `doc`'s terms as a tantivy document numbered `number` (a row, or
+    /// [`SHARED`] | key); `None` when it holds no term.
+    fn tantivy_doc(&self, number: u64, doc: &[(Field, &str)]) -> Option<TantivyDocument> {
         let mut tdoc = TantivyDocument::default();
         let mut any = false;
         for &(field, text) in doc {
@@ -124,12 +161,10 @@ impl PartTextIndexBuilder {
                 );
             }
         }
-        // A row without text is only in the row set: no term can match it.
-        if any {
-            tdoc.add_u64(self.fields.row, u64::from(row));
-            self.writer.add_document(tdoc)?;
-        }
-        Ok(())
+        any.then(|| {
+            tdoc.add_u64(self.fields.row, number);
+            tdoc
+        })
     }
 
     /// Writes the index and returns its bundle: the bytes of one file.
@@ -167,6 +202,7 @@ impl PartTextIndexBuilder {
         let mut rows = Vec::with_capacity(self.rows.serialized_size());
         self.rows.serialize_into(&mut rows)?;
         files.push((ROWS_FILE.to_owned(), rows));
+        files.push((LINKS_FILE.to_owned(), self.links.encode()?));
         bundle::write(&files)
     }
 }
@@ -198,6 +234,7 @@ pub struct PartTextIndex {
     text: [TantivyField; 4],
     segments: Vec<Segment>,
     rows: RoaringBitmap,
+    links: Links,
     bytes: usize,
 }
 
@@ -234,6 +271,10 @@ impl PartTextIndex {
             .ok_or_else(|| TextError::Corrupt("no row set".into()))?;
         let rows = RoaringBitmap::deserialize_from(rows.as_slice())
             .map_err(|e| TextError::Corrupt(format!("row set: {e}")))?;
+        let links = files
+            .remove(LINKS_FILE)
+            .ok_or_else(|| TextError::Corrupt("no shared text links".into()))?;
+        let links = Links::decode(links.as_slice())?;
         let index = Index::open(BundleDirectory::new(files))?;
         let schema = index.schema();
         let fields = schema_fields(&schema)?;
@@ -262,6 +303,7 @@ impl PartTextIndex {
             text: fields.text,
             segments,
             rows,
+            links,
             bytes,
         })
     }
@@ -282,15 +324,17 @@ impl PartTextIndex {
         self.bytes
     }
 
+    /// Adds the numbers of the documents in a posting list: rows to
+    /// `found.rows`, shared texts' keys to `found.keys`.
     fn collect(
         &self,
         seg: &Segment,
         inverted: &InvertedIndexReader,
         info: &TermInfo,
-        out: &mut Vec<u32>,
+        found: &mut Found,
     ) -> Result<(), TextError> {
         let mut postings = inverted.read_block_postings_from_terminfo(info, IndexRecordOption::Basic)?;
-        let mut rows = Vec::new();
+        let mut numbers = Vec::new();
         loop {
             let docs = postings.docs();
             if docs.is_empty() {
@@ -299,13 +343,38 @@ impl PartTextIndex {
             if docs.iter().any(|&d| d >= seg.max_doc) {
                 return Err(TextError::Corrupt("a posting past the last document".into()));
             }
-            rows.resize(docs.len(), 0);
-            seg.rows.get_vals(docs, &mut rows);
-            for &r in &rows {
-                out.push(u32::try_from(r).map_err(|_| TextError::Corrupt(format!("row number {r}")))?);
+            numbers.resize(docs.len(), 0);
+            seg.rows.get_vals(docs, &mut numbers);
+            for &n in &numbers {
+                if n & SHARED == 0 {
+                    found.rows.push(n as u32);
+                } else {
+                    let key = n & !SHARED;
+                    found
+                        .keys
+                        .push(u32::try_from(key).map_err(|_| TextError::Corrupt(format!("document number {n}")))?);
+                }
             }
             postings.advance();
         }
+    }
+}
+
+/// Document numbers collected from postings: rows, and keys of shared
+/// texts (standing for the rows linked to them).
+#[derive(Default)]
+struct Found {
+    rows: Vec<u32>,
+    keys: Vec<u32>,
+}
+
+impl Found {
+    fn into_rows(self, links: &Links) -> RoaringBitmap {
+        let mut rows = to_bitmap(self.rows);
+        if !self.keys.is_empty() {
+            rows |= links.rows_of(self.keys);
+        }
+        rows
     }
 }
 
@@ -359,18 +428,18 @@ impl TermSource for PartTextIndex {
 
     fn term(&self, field: Field, term: &str) -> Result<Cow<'_, RoaringBitmap>, TextError> {
         let t = Term::from_field_text(self.text[field.index()], term);
-        let mut rows = Vec::new();
+        let mut found = Found::default();
         for seg in &self.segments {
             let inverted = &seg.inverted[field.index()];
             if let Some(info) = inverted.get_term_info(&t)? {
-                self.collect(seg, inverted, &info, &mut rows)?;
+                self.collect(seg, inverted, &info, &mut found)?;
             }
         }
-        Ok(Cow::Owned(to_bitmap(rows)))
+        Ok(Cow::Owned(found.into_rows(&self.links)))
     }
 
     fn prefix(&self, field: Field, prefix: &str) -> Result<RoaringBitmap, TextError> {
-        let mut out = RoaringBitmap::new();
+        let mut found = Found::default();
         for seg in &self.segments {
             let inverted = &seg.inverted[field.index()];
             let mut stream = inverted.terms().range().ge(prefix.as_bytes()).into_stream()?;
@@ -378,12 +447,10 @@ impl TermSource for PartTextIndex {
                 if !stream.key().starts_with(prefix.as_bytes()) {
                     break;
                 }
-                let mut rows = Vec::new();
-                self.collect(seg, inverted, stream.value(), &mut rows)?;
-                out |= to_bitmap(rows);
+                self.collect(seg, inverted, stream.value(), &mut found)?;
             }
         }
-        Ok(out)
+        Ok(found.into_rows(&self.links))
     }
 
     fn universe(&self) -> &RoaringBitmap {

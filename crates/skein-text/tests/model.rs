@@ -139,15 +139,25 @@ proptest! {
 
     #[test]
     fn indexes_never_lose_a_hit_and_agree_with_a_scan(
-        docs in prop::collection::vec(doc(), 1..12),
+        docs in prop::collection::vec((doc(), prop::collection::vec(0usize..4, 0..3)), 1..12),
+        shared in prop::collection::vec((field(), value()), 4),
         queries in prop::collection::vec(query(), 1..8),
         stride in 1u32..5,
         reversed in any::<bool>(),
     ) {
-        // Row numbers sparse and, sometimes, added out of order.
+        // Row numbers sparse and, sometimes, added out of order. A row
+        // holds its own values and, linked, some shared texts: to the naive
+        // model those are values of the row like any other.
         let mut rows: BTreeMap<u32, Vec<(Field, &str)>> = BTreeMap::new();
-        for (i, d) in docs.iter().enumerate() {
-            rows.insert(i as u32 * stride + 7, as_doc(d));
+        let mut own: BTreeMap<u32, Vec<(Field, &str)>> = BTreeMap::new();
+        let mut links: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (i, (d, linked)) in docs.iter().enumerate() {
+            let row = i as u32 * stride + 7;
+            let mut all = as_doc(d);
+            all.extend(linked.iter().map(|&k| (shared[k].0, shared[k].1.as_str())));
+            rows.insert(row, all);
+            own.insert(row, as_doc(d));
+            links.insert(row, linked.clone());
         }
         let mut order: Vec<u32> = rows.keys().copied().collect();
         if reversed {
@@ -155,9 +165,19 @@ proptest! {
         }
         let mut builder = PartTextIndexBuilder::new().map_err(|e| TestCaseError::fail(e.to_string()))?;
         let mut mem = MemTextIndex::new();
+        let mut part_keys = Vec::new();
+        let mut mem_keys = Vec::new();
+        for (f, text) in &shared {
+            part_keys.push(builder.add_shared(*f, text).map_err(|e| TestCaseError::fail(e.to_string()))?);
+            mem_keys.push(mem.add_shared(*f, text));
+        }
         for row in &order {
-            builder.add(*row, &rows[row]).map_err(|e| TestCaseError::fail(e.to_string()))?;
-            mem.add(*row, &rows[row]);
+            builder.add(*row, &own[row]).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            mem.add(*row, &own[row]);
+            for &k in &links[row] {
+                builder.link(*row, part_keys[k]).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                mem.link(*row, mem_keys[k]);
+            }
         }
         let bytes = builder.finish().map_err(|e| TestCaseError::fail(e.to_string()))?;
         let part = PartTextIndex::open(bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
