@@ -16,6 +16,7 @@ use crate::part::index::{PartIndex, TIME_MARK_STRIDE, TraceIndex};
 use crate::record::{Record, RecordKey, TermCache};
 use crate::stats::{PartStats, StatsBuilder};
 use crate::terms::{IndexTerm, Term};
+use crate::text_index::SharedHotText;
 
 pub struct MemTable<R> {
     rows: Vec<Arc<R>>,
@@ -39,6 +40,9 @@ pub struct MemTable<R> {
     term_cache: TermCache,
     /// Statistics of every row ever inserted; exact while no row is dead.
     stats: StatsBuilder,
+    /// The full-text index, built lazily by queries (`None`: full-text
+    /// indexes are off, and text queries scan).
+    text: Option<SharedHotText>,
 }
 
 impl<R> Default for MemTable<R> {
@@ -59,6 +63,7 @@ impl<R> Default for MemTable<R> {
             terms_buf: Vec::new(),
             term_cache: TermCache::default(),
             stats: StatsBuilder::default(),
+            text: Some(SharedHotText::default()),
         }
     }
 }
@@ -72,7 +77,7 @@ impl<R: Record> MemTable<R> {
     /// ingest each tier fills like the last, and growing the key map by
     /// rehashing was a tenth of insert work.
     pub fn sized_like(previous: &MemTable<R>) -> Self {
-        let mut t = MemTable::default();
+        let mut t = MemTable::default().with_text_index(previous.text.is_some());
         t.rows.reserve(previous.rows.len());
         t.seqs.reserve(previous.rows.len());
         t.times.reserve(previous.rows.len());
@@ -80,6 +85,31 @@ impl<R: Record> MemTable<R> {
         t.traces.reserve(previous.traces.len());
         t.postings.reserve(previous.postings.len());
         t
+    }
+
+    /// The table with a full-text index (the default) or without one.
+    pub fn with_text_index(mut self, on: bool) -> Self {
+        self.text = on.then(SharedHotText::default);
+        self
+    }
+
+    /// The full-text index, if kept.
+    pub fn text_index(&self) -> Option<&SharedHotText> {
+        self.text.as_ref()
+    }
+
+    /// The rows the full-text index does not cover yet, from the first of
+    /// them, with the index to add them to.
+    pub fn text_backlog(&self) -> Option<(SharedHotText, u32, Vec<Arc<R>>)> {
+        let text = self.text.as_ref()?;
+        let upto = text.lock().upto();
+        let start = upto.min(self.rows.len() as u32);
+        Some((text.clone(), start, self.rows[start as usize..].to_vec()))
+    }
+
+    /// Estimated heap bytes of the full-text index.
+    pub fn text_memory_bytes(&self) -> usize {
+        self.text.as_ref().map_or(0, |t| t.lock().memory_bytes())
     }
 
     /// Inserts records whose sequence numbers are `seq_base..`.

@@ -61,6 +61,8 @@ pub mod terms;
 pub mod testdata;
 pub mod text;
 #[doc(hidden)]
+pub mod text_index;
+#[doc(hidden)]
 pub mod validate;
 #[doc(hidden)]
 pub mod wal;

@@ -12,7 +12,7 @@
 
 use std::borrow::Cow;
 
-use skein_model::{AnyValue, KeyValue, LogRecord, Span, genai};
+use skein_model::{AnyValue, KeyValue, LogRecord, MetricPoint, Span, genai};
 
 use crate::payload::{PayloadRef, as_ref_value};
 
@@ -41,73 +41,104 @@ pub fn body_text(body: &AnyValue) -> std::borrow::Cow<'_, str> {
 
 const EXCEPTION_MESSAGES: [&str; 2] = ["exception.message", "exception.stacktrace"];
 
-/// A record's text values for full-text search.
-pub trait TextRecord {
-    fn text_doc(&self, read: Option<&PayloadText>) -> Vec<(TextField, String)>;
+/// One text value of a record, as it is stored.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TextValue<'a> {
+    /// Text held in the record.
+    Text(Cow<'a, str>),
+    /// A value stored as a payload: its reference and the preview the
+    /// record keeps.
+    Payload { id: PayloadRef, preview: &'a str },
 }
 
-/// The text of `v`, reading a payload reference through `read` (without
-/// it, or when it cannot, the reference's preview stands in).
-fn text_of<'a>(v: &'a AnyValue, read: Option<&PayloadText>) -> Cow<'a, str> {
-    if let Some((id, _)) = as_ref_value(v) {
-        if let Some(text) = read.and_then(|r| (r.0)(&id)) {
-            return text.into();
+impl<'a> TextValue<'a> {
+    fn of(v: &'a AnyValue) -> TextValue<'a> {
+        if let Some((id, _)) = as_ref_value(v) {
+            let preview = match v {
+                AnyValue::Map(m) => m.get(2).and_then(|kv| kv.value.as_str()).unwrap_or(""),
+                _ => "",
+            };
+            return TextValue::Payload { id, preview };
         }
-        if let AnyValue::Map(m) = v
-            && let Some(preview) = m.get(2).and_then(|kv| kv.value.as_str())
-        {
-            return preview.into();
+        TextValue::Text(body_text(v))
+    }
+
+    /// The text: a payload read through `read` (without it, or when it
+    /// cannot, the preview stands in).
+    pub fn resolve(self, read: Option<&PayloadText>) -> Cow<'a, str> {
+        match self {
+            TextValue::Text(t) => t,
+            TextValue::Payload { id, preview } => match read.and_then(|r| (r.0)(&id)) {
+                Some(text) => text.into(),
+                None => preview.into(),
+            },
         }
     }
-    body_text(v)
+}
+
+/// A record's text values for full-text search, by field.
+pub trait TextRecord {
+    /// Appends the record's text values, borrowed from it.
+    fn text_values<'a>(&'a self, out: &mut Vec<(TextField, TextValue<'a>)>);
+
+    /// The record's text, payloads read through `read`.
+    fn text_doc(&self, read: Option<&PayloadText>) -> Vec<(TextField, Cow<'_, str>)> {
+        let mut values = Vec::new();
+        self.text_values(&mut values);
+        values.into_iter().map(|(f, v)| (f, v.resolve(read))).collect()
+    }
 }
 
 /// Exception types as `name`, their messages and stack traces as
 /// `message`, payloads and GenAI content as `payload`.
-fn attr_texts(attrs: &[KeyValue], read: Option<&PayloadText>, out: &mut Vec<(TextField, String)>) {
+fn attr_values<'a>(attrs: &'a [KeyValue], out: &mut Vec<(TextField, TextValue<'a>)>) {
     for kv in attrs {
+        let value = TextValue::of(&kv.value);
         let field = if kv.key == "exception.type" {
             TextField::Name
         } else if EXCEPTION_MESSAGES.contains(&kv.key.as_str()) {
             TextField::Message
-        } else if as_ref_value(&kv.value).is_some() || genai::is_content_key(&kv.key) {
+        } else if matches!(value, TextValue::Payload { .. }) || genai::is_content_key(&kv.key) {
             TextField::Payload
         } else {
             continue;
         };
-        out.push((field, text_of(&kv.value, read).into_owned()));
+        out.push((field, value));
     }
 }
 
 impl TextRecord for LogRecord {
-    fn text_doc(&self, read: Option<&PayloadText>) -> Vec<(TextField, String)> {
-        let mut out = vec![(TextField::Body, text_of(&self.body, read).into_owned())];
+    fn text_values<'a>(&'a self, out: &mut Vec<(TextField, TextValue<'a>)>) {
+        out.push((TextField::Body, TextValue::of(&self.body)));
         if !self.event_name.is_empty() {
-            out.push((TextField::Name, self.event_name.clone()));
+            out.push((TextField::Name, TextValue::Text(self.event_name.as_str().into())));
         }
-        attr_texts(&self.attributes, read, &mut out);
-        out
+        attr_values(&self.attributes, out);
     }
 }
 
 impl TextRecord for Span {
-    fn text_doc(&self, read: Option<&PayloadText>) -> Vec<(TextField, String)> {
-        let mut out = vec![(TextField::Name, self.name.clone())];
+    fn text_values<'a>(&'a self, out: &mut Vec<(TextField, TextValue<'a>)>) {
+        out.push((TextField::Name, TextValue::Text(self.name.as_str().into())));
         if !self.status.message.is_empty() {
-            out.push((TextField::Message, self.status.message.clone()));
+            out.push((TextField::Message, TextValue::Text(self.status.message.as_str().into())));
         }
-        attr_texts(&self.attributes, read, &mut out);
+        attr_values(&self.attributes, out);
         for e in &self.events {
-            out.push((TextField::Name, e.name.clone()));
-            attr_texts(&e.attributes, read, &mut out);
+            out.push((TextField::Name, TextValue::Text(e.name.as_str().into())));
+            attr_values(&e.attributes, out);
         }
-        out
     }
 }
 
+/// Metric points hold no text to search.
+impl TextRecord for MetricPoint {
+    fn text_values<'a>(&'a self, _out: &mut Vec<(TextField, TextValue<'a>)>) {}
+}
+
 /// `doc` as the borrowed list the text query reads.
-pub fn borrowed(doc: &[(TextField, String)]) -> Vec<(TextField, &str)> {
-    doc.iter().map(|(f, s)| (*f, s.as_str())).collect()
+pub fn borrowed<'a>(doc: &'a [(TextField, Cow<'_, str>)]) -> Vec<(TextField, &'a str)> {
+    doc.iter().map(|(f, s)| (*f, s.as_ref())).collect()
 }
 
 /// Whether `r` matches `q`, its payloads read through `read`.

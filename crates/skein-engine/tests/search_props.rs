@@ -62,6 +62,31 @@ const SPAN_NAMES: [&str; 5] = [
     "Ünïcode op",
 ];
 const NEEDLES: [&str; 9] = ["users", "USERS", "get", "ORD", "ünï", "ÜNÏCODE", "", "zzz", "/"];
+/// Full-text queries over what the records hold: span and event names,
+/// status messages, log bodies (also structured ones), event names.
+const TEXT_QUERIES: [&str; 16] = [
+    "refused",
+    "connection",
+    "body:disk",
+    "name:users",
+    "boom",
+    "message:boom",
+    "\"connection refused\"",
+    "us*",
+    "refused OR login",
+    "db.query",
+    "query -refused",
+    "name:login",
+    "ärger",
+    "structured OR full",
+    "zzz",
+    "ÜNÏCODE",
+];
+
+fn text_query(i: usize) -> skein_engine::TextQuery {
+    skein_engine::TextQuery::parse(TEXT_QUERIES[i]).unwrap()
+}
+
 const DURATIONS: [u64; 8] = [0, 1, 999, 1_000, 1_500, 20_000, 1_000_000, 123_456_789];
 const TRACES: usize = 4;
 const SPAN_IDS: u8 = 10;
@@ -658,6 +683,7 @@ fn naive_span_match(q: &SpanQuery, s: &Span) -> bool {
         && in_window(s.start_time_unix_nano, q.window)
         && q.trace_id.is_none_or(|t| s.trace_id == t)
         && (!q.root_only || s.parent_span_id.is_none())
+        && q.text.as_ref().is_none_or(|t| skein_engine::text::matches(t, s, None))
         && q.attributes.iter().all(|f| match f.scope {
             AttrScope::Record => attr_hit(f, &s.attributes),
             AttrScope::Resource => attr_hit(f, &s.resource.attributes),
@@ -692,6 +718,7 @@ fn naive_log_match(q: &LogQuery, l: &LogRecord) -> bool {
         && q.span_id.is_none_or(|s| l.span_id == Some(s))
         && in_window(l.effective_time(), q.window)
         && q.body_contains.as_deref().is_none_or(|b| contains_ci(&body, b))
+        && q.text.as_ref().is_none_or(|t| skein_engine::text::matches(t, l, None))
         && q.attributes.iter().all(|f| match f.scope {
             AttrScope::Record | AttrScope::Event => attr_hit(f, &l.attributes),
             AttrScope::Resource => attr_hit(f, &l.resource.attributes),
@@ -803,9 +830,16 @@ fn span_query() -> impl Strategy<Value = SpanQuery> {
         ),
         prop::collection::vec(filter_spec(), 0..3),
         1..10usize,
+        prop::option::weighted(0.3, 0..TEXT_QUERIES.len()),
     )
         .prop_map(
-            |((service, name, contains, kind, status), (min_d, max_d, start, end, trace, root_only), f, limit)| {
+            |(
+                (service, name, contains, kind, status),
+                (min_d, max_d, start, end, trace, root_only),
+                f,
+                limit,
+                text,
+            )| {
                 SpanQuery {
                     service: service.map(|i| SERVICES[i].to_string()),
                     name: name.map(|i| SPAN_NAMES.get(i).copied().unwrap_or("nope").to_string()),
@@ -820,7 +854,7 @@ fn span_query() -> impl Strategy<Value = SpanQuery> {
                     attributes: f.iter().map(FilterSpec::build).collect(),
                     limit,
                     cursor: None,
-                    text: None,
+                    text: text.map(text_query),
                     payload_text: None,
                 }
             },
@@ -839,20 +873,23 @@ fn log_query() -> impl Strategy<Value = LogQuery> {
         (opt(bound()), opt(bound())),
         prop::collection::vec(filter_spec(), 0..3),
         1..10usize,
+        prop::option::weighted(0.3, 0..TEXT_QUERIES.len()),
     )
-        .prop_map(|((service, sev, trace, span, body), (start, end), f, limit)| LogQuery {
-            service: service.map(|i| SERVICES[i].to_string()),
-            min_severity: sev,
-            trace_id: trace.map(trace_id),
-            span_id: span.map(span_id),
-            body_contains: body.map(|i| BODY_NEEDLES[i].to_string()),
-            attributes: f.iter().map(FilterSpec::build).collect(),
-            window: Window::from_bounds(start, end),
-            limit,
-            cursor: None,
-            text: None,
-            payload_text: None,
-        })
+        .prop_map(
+            |((service, sev, trace, span, body), (start, end), f, limit, text)| LogQuery {
+                service: service.map(|i| SERVICES[i].to_string()),
+                min_severity: sev,
+                trace_id: trace.map(trace_id),
+                span_id: span.map(span_id),
+                body_contains: body.map(|i| BODY_NEEDLES[i].to_string()),
+                attributes: f.iter().map(FilterSpec::build).collect(),
+                window: Window::from_bounds(start, end),
+                limit,
+                cursor: None,
+                text: text.map(text_query),
+                payload_text: None,
+            },
+        )
 }
 
 fn metric_query() -> impl Strategy<Value = MetricQuery> {

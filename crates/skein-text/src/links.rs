@@ -35,6 +35,11 @@ impl Links {
         self.rows.get_mut(key as usize).map(|rows| rows.insert(row))
     }
 
+    /// Estimated heap bytes.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.rows.iter().map(|r| r.serialized_size() + 32).sum()
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.rows.len()
     }

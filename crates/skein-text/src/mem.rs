@@ -154,7 +154,7 @@ impl TermSource for MemTextIndex {
             numbers
         };
         let mut rows = starting(&self.fields[field.index()]);
-        rows |= self.links.rows_of(&starting(&self.shared[field.index()]));
+        rows |= self.links.rows_of(starting(&self.shared[field.index()]));
         Ok(rows)
     }
 

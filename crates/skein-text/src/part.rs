@@ -319,6 +319,12 @@ impl PartTextIndex {
         &self.rows
     }
 
+    /// Estimated heap bytes held beside the bundle's bytes: the row set, the
+    /// shared-text links and tantivy's per-segment readers.
+    pub fn memory_bytes(&self) -> usize {
+        self.rows.serialized_size() + self.links.memory_bytes() + self.segments.len() * 4096
+    }
+
     /// Size of the bundle in bytes.
     pub fn size_bytes(&self) -> usize {
         self.bytes

@@ -149,6 +149,11 @@ impl Inner {
             HashSet::new()
         };
         let mut writer = PartWriter::<R>::new(self.store.clone(), meta, &self.opts.writer)?;
+        if self.opts.full_text {
+            // Every payload a part references is in a pack (flush writes the
+            // pack first), and garbage collection runs between merges.
+            writer = writer.with_text_index(Some(self.payload_text(Vec::new())));
+        }
         merge_into(inputs, &shadowed, &mut writer)?;
         let output = Arc::new(writer.finish()?.with_page_cache(Some(self.page_cache.clone())));
         let ids: HashSet<u64> = inputs.iter().map(|p| p.meta.id).collect();
@@ -161,7 +166,9 @@ impl Inner {
         }
         for id in ids {
             self.store.remove(&part::parquet_name(R::SIGNAL, id))?;
-            self.store.remove(&part::index_name(R::SIGNAL, id))?;
+            for name in part::sidecar_names(R::SIGNAL, id) {
+                self.store.remove(&name)?;
+            }
         }
         let live: crate::hash::FastSet<u64> = self.state.read().parts[Signal::Spans.index()]
             .iter()

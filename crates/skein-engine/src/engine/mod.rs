@@ -164,7 +164,14 @@ pub struct EngineStats {
     pub wal_fsyncs: u64,
     pub wal_fsync_seconds: f64,
     pub wal_appends: u64,
+    /// Resident index memory: the parts' sidecars and the hot tiers' text
+    /// indexes (their other postings count in `hot_bytes`).
     pub index_memory_bytes: u64,
+    /// Full-text indexes of parts, on disk (mapped, read in place).
+    pub text_index_bytes: u64,
+    /// Heap memory of full-text indexes: the hot tiers' and the parts'
+    /// resident structures (row sets, links), not their mapped files.
+    pub text_index_memory_bytes: u64,
     pub page_cache: PageCacheStats,
     /// Payloads stored (in packs and in the hot tier).
     #[serde(flatten)]
@@ -183,6 +190,8 @@ pub struct EngineStats {
 }
 
 pub(crate) struct Inner {
+    /// This engine, for tasks that outlive a borrow of it (payload readers).
+    me: std::sync::Weak<Inner>,
     opts: EngineOptions,
     store: Arc<dyn PartStore>,
     payloads: PayloadStore,
@@ -225,7 +234,11 @@ impl Engine {
     /// Opens (or creates) a data directory and recovers it to exactly the
     /// acknowledged state.
     pub fn open(opts: EngineOptions) -> Result<Engine> {
-        let inner = Arc::new(recovery::open(opts)?);
+        let inner = recovery::open(opts)?;
+        let inner = Arc::new_cyclic(|me| Inner {
+            me: me.clone(),
+            ..inner
+        });
         let engine = Engine {
             inner,
             threads: Mutex::new(Vec::new()),
@@ -365,12 +378,7 @@ impl Engine {
     /// above): it holds the tiers of `state` and takes only their payload
     /// locks and the pack index.
     fn payload_reader(&self, state: &State) -> PayloadText {
-        let tiers: Vec<Arc<Tier>> = state.tiers().cloned().collect();
-        let inner = self.inner.clone();
-        PayloadText(Arc::new(move |id| {
-            let bytes = inner.payload_in(&tiers, id).ok()??;
-            Some(String::from_utf8_lossy(&bytes).into_owned())
-        }))
+        self.inner.payload_text(state.tiers().cloned().collect())
     }
 
     pub fn search_metrics(&self, q: &MetricQuery) -> Result<SearchResult<MetricPoint>> {
@@ -617,6 +625,16 @@ impl Inner {
         self.note_payload_damage(read)
     }
 
+    /// Reads payload text from `tiers` (a snapshot's hot tiers) and the
+    /// packs; see [`payload_in`](Self::payload_in) for the locks it takes.
+    fn payload_text(&self, tiers: Vec<Arc<Tier>>) -> PayloadText {
+        let me = self.me.clone();
+        PayloadText(Arc::new(move |id| {
+            let bytes = me.upgrade()?.payload_in(&tiers, id).ok()??;
+            Some(String::from_utf8_lossy(&bytes).into_owned())
+        }))
+    }
+
     /// A payload read that failed (damage, never a missing payload) makes
     /// the engine degraded until a restart.
     fn note_payload_damage<T>(&self, read: Result<T>) -> Result<T> {
@@ -757,6 +775,10 @@ impl Inner {
             },
         )?
         .with_index(index);
+        if self.opts.full_text {
+            // The tier's payloads are in a pack by now, and still in the tier.
+            w = w.with_text_index(Some(self.payload_text(vec![frozen.tier.clone()])));
+        }
         for r in rows {
             w.push(r)?;
         }
@@ -854,6 +876,9 @@ impl Inner {
             s.metric_points += c;
             s.hot_records += a + b + c;
             s.hot_bytes += bytes;
+            let text = (t.spans.read().text_memory_bytes() + t.logs.read().text_memory_bytes()) as u64;
+            s.text_index_memory_bytes += text;
+            s.index_memory_bytes += text;
         }
         s.frozen_tiers = st.frozen.len() as u64;
         for sig in Signal::ALL {
@@ -868,6 +893,8 @@ impl Inner {
             s.parts_by_signal.insert(sig.as_str().to_string(), parts.len() as u64);
             s.part_bytes += parts.iter().map(|p| p.file_bytes()).sum::<u64>();
             s.index_memory_bytes += parts.iter().map(|p| p.memory_bytes() as u64).sum::<u64>();
+            s.text_index_bytes += parts.iter().map(|p| p.text_index_bytes()).sum::<u64>();
+            s.text_index_memory_bytes += parts.iter().map(|p| p.text_index_memory_bytes()).sum::<u64>();
         }
         let w = self.wal.stats();
         s.wal_bytes = self.wal.disk_bytes();

@@ -54,7 +54,7 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
         .flat_map(|ps| ps.iter().map(|p| p.meta.max_seq.max(p.meta.covers_seq)))
         .max()
         .unwrap_or(0);
-    let active = Tier::new();
+    let active = Tier::new().with_text_indexes(opts.full_text);
     let mut replayed = 0u64;
     let (wal, report) = Wal::open(
         &opts.data_dir.join("wal"),
@@ -98,6 +98,7 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
         report.next_seq
     );
     Ok(Inner {
+        me: std::sync::Weak::new(),
         store,
         payloads,
         payload_gate: RwLock::new(()),
@@ -170,7 +171,9 @@ fn load_parts<R: Stored>(
     for (&id, &(has_parquet, _)) in &files {
         *max_id = (*max_id).max(id);
         if !has_parquet {
-            store.remove(&part::index_name(R::SIGNAL, id))?;
+            for name in part::sidecar_names(R::SIGNAL, id) {
+                store.remove(&name)?;
+            }
             continue;
         }
         parts.push(Part::open::<R>(store.clone(), id)?.with_page_cache(Some(page_cache.clone())));
@@ -181,7 +184,9 @@ fn load_parts<R: Stored>(
         if replaced.contains(&p.meta.id) {
             tracing::info!("removing part {} replaced by a compaction before a crash", p.meta.id);
             store.remove(&part::parquet_name(R::SIGNAL, p.meta.id))?;
-            store.remove(&part::index_name(R::SIGNAL, p.meta.id))?;
+            for name in part::sidecar_names(R::SIGNAL, p.meta.id) {
+                store.remove(&name)?;
+            }
         } else {
             kept.push(Arc::new(p));
         }

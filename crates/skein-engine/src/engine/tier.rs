@@ -59,6 +59,18 @@ impl Tier {
         }
     }
 
+    /// The tier with full-text indexes on its tables (the default) or not.
+    pub fn with_text_indexes(self, on: bool) -> Tier {
+        fn set<R: crate::record::Record>(t: &RwLock<MemTable<R>>, on: bool) {
+            let mut table = t.write();
+            *table = std::mem::take(&mut *table).with_text_index(on);
+        }
+        set(&self.spans, on);
+        set(&self.logs, on);
+        set(&self.metrics, on);
+        self
+    }
+
     /// An empty tier with room for what `previous` holds.
     pub fn sized_like(previous: &Tier) -> Tier {
         Tier {

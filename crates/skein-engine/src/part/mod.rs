@@ -76,7 +76,18 @@ pub fn index_name(signal: Signal, id: u64) -> String {
     format!("{}/{id:016x}.idx", signal.as_str())
 }
 
-/// Parses `spans/00000000000000ab.parquet` into (signal, id, is_parquet).
+/// The part's full-text index (a `skein-text` bundle).
+pub fn text_name(signal: Signal, id: u64) -> String {
+    format!("{}/{id:016x}.txt", signal.as_str())
+}
+
+/// The files beside a part's Parquet file, deleted with it.
+pub fn sidecar_names(signal: Signal, id: u64) -> [String; 2] {
+    [index_name(signal, id), text_name(signal, id)]
+}
+
+/// Parses `spans/00000000000000ab.parquet` into (signal, id, is_parquet);
+/// sidecars (`.idx`, `.txt`) are not Parquet.
 pub fn parse_name(name: &str) -> Option<(Signal, u64, bool)> {
     let (prefix, file) = name.split_once('/')?;
     let signal = Signal::ALL.into_iter().find(|s| s.as_str() == prefix)?;
@@ -84,7 +95,7 @@ pub fn parse_name(name: &str) -> Option<(Signal, u64, bool)> {
     let id = u64::from_str_radix(stem, 16).ok()?;
     match ext {
         "parquet" => Some((signal, id, true)),
-        "idx" => Some((signal, id, false)),
+        "idx" | "txt" => Some((signal, id, false)),
         _ => None,
     }
 }

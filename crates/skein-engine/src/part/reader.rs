@@ -16,14 +16,17 @@ use super::columns::SharedParse;
 use super::constants::{self, ConstantColumns};
 use super::index::{self, IndexBuilder, PartIndex};
 use super::page_cache::{self, CachedRowGroups, PageCache};
-use super::{Columnar, META_KEY, PartMeta, index_name, parquet_name};
+use super::{Columnar, META_KEY, PartMeta, index_name, parquet_name, text_name};
 use crate::error::{Error, Result};
 use crate::query::Window;
 use crate::storage::{ParquetSource, PartStore};
+use skein_text::PartTextIndex;
 
 pub struct Part {
     pub meta: PartMeta,
     pub index: PartIndex,
+    /// The full-text index, when the part has one (see [`Part::text_index`]).
+    text: Option<PartTextIndex>,
     source: ParquetSource,
     /// `source` for point reads (mapped into memory when local).
     point_source: ParquetSource,
@@ -45,6 +48,35 @@ pub struct Part {
 impl std::fmt::Debug for Part {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Part").field("meta", &self.meta).finish()
+    }
+}
+
+/// A part's full-text index, read in place (mapped, when the store can map
+/// it). Missing or damaged, the part has none and text queries scan it: the
+/// same answers, slower; damage is logged.
+fn load_text_index(store: &Arc<dyn PartStore>, name: &str) -> Option<PartTextIndex> {
+    let source = match store.open(name) {
+        Ok(s) => s,
+        // No such file: a part written with full-text indexes off.
+        Err(_) => return None,
+    };
+    let source = match source.for_point_reads() {
+        Ok(Some(mapped)) => mapped,
+        _ => source,
+    };
+    let opened = source
+        .read_at(0, source.len() as usize)
+        .map_err(skein_text::TextError::from)
+        .and_then(PartTextIndex::open);
+    match opened {
+        Ok(ix) => Some(ix),
+        Err(e) => {
+            tracing::warn!(
+                "full-text index {} is not used (text queries scan its part): {e}",
+                store.describe(name)
+            );
+            None
+        }
     }
 }
 
@@ -148,9 +180,11 @@ impl Part {
         meta: PartMeta,
         index: PartIndex,
     ) -> Result<Part> {
+        let text = load_text_index(store, &text_name(meta.signal, meta.id));
         Ok(Part {
             meta,
             index,
+            text,
             point_source: point_source(&source, store, name),
             file_bytes: source.0.len(),
             source,
@@ -184,6 +218,12 @@ impl Part {
         self.meta.rows as u32
     }
 
+    /// The full-text index; `None` when the part has none (text queries
+    /// then scan it).
+    pub fn text_index(&self) -> Option<&PartTextIndex> {
+        self.text.as_ref()
+    }
+
     /// Whether no row of this part can fall in `w` (read off its metadata).
     pub fn misses(&self, w: Window) -> bool {
         self.meta.rows == 0 || w.misses(self.meta.min_time, self.meta.max_time)
@@ -200,7 +240,17 @@ impl Part {
 
     /// Memory held for this part: sidecar plus Parquet metadata.
     pub fn memory_bytes(&self) -> usize {
-        self.index.memory_bytes() + self.arrow_meta.metadata().memory_size()
+        self.index.memory_bytes() + self.arrow_meta.metadata().memory_size() + self.text_index_memory_bytes() as usize
+    }
+
+    /// Bytes of the full-text index's file.
+    pub fn text_index_bytes(&self) -> u64 {
+        self.text.as_ref().map_or(0, |t| t.size_bytes() as u64)
+    }
+
+    /// Heap bytes of the full-text index (its file is mapped, not counted).
+    pub fn text_index_memory_bytes(&self) -> u64 {
+        self.text.as_ref().map_or(0, |t| t.memory_bytes() as u64)
     }
 
     fn builder(&self) -> ParquetRecordBatchReaderBuilder<ParquetSource> {

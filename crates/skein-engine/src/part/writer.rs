@@ -17,10 +17,12 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
 use super::index::{IndexBuilder, PartIndex};
-use super::{Columnar, FORMAT_VERSION, META_KEY, Part, PartMeta, index_name, parquet_name};
+use super::{Columnar, FORMAT_VERSION, META_KEY, Part, PartMeta, index_name, parquet_name, text_name};
 use crate::error::{Error, Result};
 use crate::record::Signal;
 use crate::storage::{ObjectSink, PartStore};
+use crate::text::PayloadText;
+use crate::text_index::PartTextBuilder;
 
 /// Tuning of the Parquet layout.
 #[derive(Debug, Clone)]
@@ -178,6 +180,11 @@ pub struct PartWriter<R: Columnar> {
     last: Option<(u64, crate::record::RecordKey)>,
     /// For the sidecar index too.
     zstd_level: i32,
+    /// The full-text index being built, when the part gets one.
+    text: Option<PartTextBuilder>,
+    /// Why the full-text index was given up (the part is written without
+    /// one: text queries then scan it).
+    text_failed: Option<String>,
 }
 
 impl<R: Columnar> PartWriter<R> {
@@ -208,7 +215,19 @@ impl<R: Columnar> PartWriter<R> {
             rows: 0,
             last: None,
             zstd_level: opts.zstd_level,
+            text: None,
+            text_failed: None,
         })
+    }
+
+    /// Builds the part's full-text index too, reading payload text through
+    /// `read`. Call before the first `push`.
+    pub fn with_text_index(mut self, read: Option<PayloadText>) -> Self {
+        match PartTextBuilder::new(read) {
+            Ok(b) => self.text = Some(b),
+            Err(e) => self.text_failed = Some(e.to_string()),
+        }
+        self
     }
 
     pub fn push(&mut self, r: Arc<R>) -> Result<()> {
@@ -228,6 +247,12 @@ impl<R: Columnar> PartWriter<R> {
             self.index.add(&*r);
         } else {
             crate::payload::refs_of(&*r, &mut self.given_refs);
+        }
+        if let Some(text) = &mut self.text
+            && let Err(e) = text.push(&*r)
+        {
+            self.text_failed = Some(e.to_string());
+            self.text = None;
         }
         self.rows += 1;
         self.chunk.push(r);
@@ -265,9 +290,10 @@ impl<R: Columnar> PartWriter<R> {
         self
     }
 
-    /// Finishes the Parquet file and its sidecar, durably, and opens the part.
-    /// The sidecar is committed first: a part is visible once its Parquet
-    /// file is, and by then its sidecar exists (or is rebuilt on open).
+    /// Finishes the Parquet file and its sidecars, durably, and opens the
+    /// part. The sidecars are committed first: a part is visible once its
+    /// Parquet file is, and by then its sidecars exist (the index is rebuilt
+    /// on open when missing; a part without a text index is scanned).
     pub fn finish(mut self) -> Result<Part> {
         self.flush_chunk()?;
         while self.converter.in_flight > 0 {
@@ -302,6 +328,19 @@ impl<R: Columnar> PartWriter<R> {
         };
         let encoded = super::index::encode(&index, self.zstd_level)?;
         self.store.put(&index_name(R::SIGNAL, self.meta.id), &encoded)?;
+        if let Some(text) = self.text.take() {
+            match text.finish() {
+                Ok(bytes) => self.store.put(&text_name(R::SIGNAL, self.meta.id), &bytes)?,
+                Err(e) => self.text_failed = Some(e.to_string()),
+            }
+        }
+        if let Some(why) = &self.text_failed {
+            tracing::warn!(
+                "part {} of {} is written without a full-text index (text queries scan it): {why}",
+                self.meta.id,
+                R::SIGNAL.as_str()
+            );
+        }
         let sink = self.writer.into_inner()?;
         sink.0.commit()?;
         Part::open_with_index::<R>(self.store, self.meta, index)

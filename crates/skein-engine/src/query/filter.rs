@@ -180,6 +180,15 @@ pub trait RecordQuery<R: Record>: Send + Sync {
     fn has_prefilter(&self) -> bool {
         false
     }
+    /// A full-text query the records must match (narrowed by the text
+    /// indexes; `matches` re-checks it).
+    fn text(&self) -> Option<&TextQuery> {
+        None
+    }
+    /// Reads payload text, for indexing the hot tier and for `matches`.
+    fn payload_text(&self) -> Option<&PayloadText> {
+        None
+    }
 }
 
 /// Span search. Unset fields do not filter.
@@ -222,6 +231,12 @@ fn contains_ci(haystack: &str, needle_lower: &str) -> bool {
 }
 
 impl RecordQuery<Span> for SpanQuery {
+    fn text(&self) -> Option<&TextQuery> {
+        self.text.as_ref()
+    }
+    fn payload_text(&self) -> Option<&PayloadText> {
+        self.payload_text.as_ref()
+    }
     fn term_groups(&self) -> Vec<TermGroup> {
         let mut g = Vec::new();
         if let Some(s) = &self.service {
@@ -365,6 +380,12 @@ impl LogQuery {
 }
 
 impl RecordQuery<LogRecord> for LogQuery {
+    fn text(&self) -> Option<&TextQuery> {
+        self.text.as_ref()
+    }
+    fn payload_text(&self) -> Option<&PayloadText> {
+        self.payload_text.as_ref()
+    }
     fn term_groups(&self) -> Vec<TermGroup> {
         let mut g = Vec::new();
         if let Some(s) = &self.service {

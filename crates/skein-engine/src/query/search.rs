@@ -18,6 +18,7 @@ use crate::hot::MemTable;
 use crate::part::index::TIME_MARK_STRIDE;
 use crate::part::{Columnar, Part};
 use crate::record::{Record, RecordKey, Signal};
+use crate::text_index;
 
 /// One place records can come from, newest first in a source list.
 pub enum Source<R: Record> {
@@ -125,6 +126,14 @@ fn candidates(
     acc
 }
 
+/// Rows in both candidate sets; `None` is "no narrowing".
+fn both(a: Option<RoaringBitmap>, b: Option<RoaringBitmap>) -> Option<RoaringBitmap> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a & b),
+        (a, b) => a.or(b),
+    }
+}
+
 /// A bitmap of rows known to ascend.
 fn ascending_bitmap(rows: &[u32]) -> RoaringBitmap {
     RoaringBitmap::from_sorted_iter(rows.iter().copied()).unwrap_or_else(|_| rows.iter().copied().collect())
@@ -144,10 +153,14 @@ impl<R: Columnar> Stream<R> {
         let trace_rows: Option<RoaringBitmap> = q
             .trace()
             .map(|t| table.trace_rows(t.as_u128()).iter().copied().collect());
-        let cands = match (cands, trace_rows) {
-            (Some(a), Some(b)) => Some(a & b),
-            (a, b) => a.or(b),
+        let text_rows = match (q.text(), table.text_index()) {
+            (Some(tq), Some(ti)) => {
+                indexes.push("text index".into());
+                Some(text_index::hot_candidates(ti, tq, table.total_rows()))
+            }
+            _ => None,
         };
+        let cands = both(both(cands, trace_rows), text_rows);
         let mut hits = Vec::new();
         let mut check = |row: u32| {
             explain.rows_examined += 1;
@@ -205,10 +218,20 @@ impl<R: Columnar> Stream<R> {
         let trace_rows: Option<RoaringBitmap> = q
             .trace()
             .map(|t| ix.traces.rows_of(t.as_u128()).iter().copied().collect());
-        let cands = match (cands, trace_rows) {
-            (Some(a), Some(b)) => Some(a & b),
-            (a, b) => a.or(b),
+        let text_rows = match (q.text(), part.text_index()) {
+            (Some(tq), Some(ti)) => match ti.search(tq) {
+                Ok(rows) => {
+                    indexes.push("text index".into());
+                    Some(rows)
+                }
+                Err(e) => {
+                    tracing::warn!("full-text index of part {} not used: {e}", part.meta.id);
+                    None
+                }
+            },
+            _ => None,
         };
+        let cands = both(both(cands, trace_rows), text_rows);
         let pending = match cands {
             Some(mut b) => {
                 b.remove_range(..range.start);
@@ -379,6 +402,13 @@ pub fn search<R: Columnar, Q: RecordQuery<R>>(sources: &[Source<R>], q: &Q) -> R
     let limit = q.limit().max(1);
     let mut indexes = Vec::new();
     let mut streams: Vec<Stream<R>> = Vec::with_capacity(sources.len());
+    if q.text().is_some() {
+        for s in sources {
+            if let Source::Mem(m) = s {
+                text_index::catch_up(m, q.payload_text());
+            }
+        }
+    }
     for (i, s) in sources.iter().enumerate() {
         match s {
             Source::Mem(m) => streams.push(Stream::mem(i, &m.read(), q, &mut indexes)),

@@ -34,7 +34,7 @@ pub use spans::SPAN_SUMMARY_COLUMNS;
 pub const FORMAT_VERSION: u32 = 1;
 
 /// A record type that can be stored in Parquet parts.
-pub trait Columnar: Record {
+pub trait Columnar: Record + crate::text::TextRecord {
     fn schema() -> SchemaRef;
     /// The columns `from_batch` reads: every column but those derived for
     /// SQL engines (service name, typed GenAI fields, series ids), which

@@ -1,0 +1,315 @@
+//! Full-text search through the engine's indexes against a scan of what was
+//! ingested: records with prompts stored as payloads (shared system prompts,
+//! unique user turns, big log bodies), spread over hot tiers, flushed and
+//! compacted parts and restarts, answer every text query exactly as the
+//! naive model does over the records as they were sent. The words searched
+//! for lie past the payloads' 200-character previews, so only an index that
+//! holds the whole payload text (or a re-check that reads it) finds them.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use proptest::prelude::*;
+use proptest::test_runner::Config;
+use skein_engine::{Engine, EngineOptions, LogQuery, SpanQuery, TextQuery, Window};
+use skein_model::corpus::Corpus;
+use skein_model::{AnyValue, Event, KeyValue, LogRecord, Span, Status, StatusCode};
+
+const END_NS: u64 = skein_engine::testdata::END_NS;
+
+/// Filler that pushes the telling words past a payload's preview.
+fn filler(seed: usize) -> String {
+    let words = [
+        "the",
+        "assistant",
+        "helps",
+        "with",
+        "orders",
+        "and",
+        "refunds",
+        "politely",
+    ];
+    (0..60)
+        .map(|i| words[(i * 7 + seed) % words.len()])
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A few shared system prompts, each with its own deep word.
+fn system_prompt(i: usize) -> String {
+    let deep = ["PoolTimeout", "checkout_service", "東京都", "Straße"][i % 4];
+    format!("You are agent {i}. {} Remember: {deep} matters.", filler(i))
+}
+
+/// A user turn: unique per span, with a rare deep word on some.
+fn user_turn(n: usize) -> String {
+    let rare = if n.is_multiple_of(5) { " zebra" } else { "" };
+    format!("{} question number {n}{rare}", filler(n))
+}
+
+/// A big log body (stored as a payload above the 4 KiB threshold): a
+/// stack trace with its deep frame, shared by some logs.
+fn big_body(i: usize) -> String {
+    let frames = (0..120)
+        .map(|f| format!("  at com.example.Worker.step{f}(Worker.java:{f})"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let cause = ["ConnectionRefusedError", "deadline exceeded"][i % 2];
+    format!("java.lang.IllegalStateException: worker failed\n{frames}\nCaused by: {cause}")
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Spans(Vec<(u8, u8)>),
+    Logs(Vec<(u8, u8)>),
+    Flush,
+    Compact,
+    Reopen,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => prop::collection::vec((0..4u8, any::<u8>()), 1..20).prop_map(Step::Spans),
+        3 => prop::collection::vec((any::<u8>(), any::<u8>()), 1..20).prop_map(Step::Logs),
+        2 => Just(Step::Flush),
+        1 => Just(Step::Compact),
+        1 => Just(Step::Reopen),
+    ]
+}
+
+fn span(n: usize, prompt: u8, kind: u8) -> Span {
+    let mut s = Corpus::with_shape(100_000, 1, 3, 3, END_NS).trace(n as u64).remove(0);
+    s.attributes.clear();
+    match kind % 4 {
+        // An LLM call: a shared system prompt and a unique turn.
+        0 | 1 => {
+            let messages = format!(
+                r#"[{{"role":"system","content":"{}"}},{{"role":"user","content":"{}"}}]"#,
+                system_prompt(prompt as usize),
+                user_turn(n)
+            );
+            s.attributes.push(KeyValue::new("gen_ai.input.messages", messages));
+            // The same system prompt alone, shared verbatim across spans.
+            s.attributes.push(KeyValue::new(
+                "gen_ai.system_instructions",
+                system_prompt(prompt as usize),
+            ));
+            // Short content stays inline, still searchable as payload text.
+            s.attributes
+                .push(KeyValue::new("gen_ai.output.messages", "ok, refund issued"));
+        }
+        2 => {
+            s.status = Status {
+                code: StatusCode::Error,
+                message: "upstream PoolTimeout after 30s".into(),
+            };
+            s.events.push(Event {
+                name: "exception".into(),
+                time_unix_nano: s.start_time_unix_nano,
+                attributes: vec![
+                    KeyValue::new("exception.type", "ConnectionRefusedError"),
+                    KeyValue::new("exception.stacktrace", big_body(n)),
+                ],
+                dropped_attributes_count: 0,
+            });
+        }
+        _ => s.name = "GET /checkout".into(),
+    }
+    s
+}
+
+fn log(n: usize, body: u8) -> LogRecord {
+    let mut l = skein_engine::testdata::logs(1).remove(0);
+    l.time_unix_nano = END_NS - 1_000_000 + n as u64;
+    l.observed_time_unix_nano = l.time_unix_nano;
+    l.body = match body % 4 {
+        0 => AnyValue::Str(big_body(body as usize / 4)),
+        1 => AnyValue::Str(format!("connection refused by db.query {n}")),
+        2 => AnyValue::Str(format!("user zebra logged in {n}")),
+        _ => AnyValue::Str(user_turn(n)),
+    };
+    l.attributes = vec![KeyValue::new("n", n as i64)];
+    l
+}
+
+const QUERIES: [&str; 14] = [
+    "PoolTimeout",
+    "payload:checkout_service",
+    "東京",
+    "strasse",
+    "zebra",
+    "payload:zebra",
+    "body:zebra",
+    "ConnectionRefusedError",
+    "\"deadline exceeded\"",
+    "Worker.step119",
+    "refund* AND NOT zebra",
+    "message:PoolTimeout",
+    "name:checkout",
+    "politely -payload:strasse",
+];
+
+fn options(dir: &Path) -> EngineOptions {
+    let mut o = EngineOptions::new(dir);
+    o.background = false;
+    o.durability = skein_engine::Durability::None;
+    o.compaction.fanout = 2;
+    o
+}
+
+fn check(e: &Engine, spans: &[Span], logs: &[LogRecord]) -> Result<(), TestCaseError> {
+    for text in QUERIES {
+        let q = TextQuery::parse(text).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let want: BTreeSet<_> = spans
+            .iter()
+            .filter(|s| skein_engine::text::matches(&q, *s, None))
+            .map(|s| (s.trace_id, s.span_id))
+            .collect();
+        let got = e
+            .search_spans(&SpanQuery {
+                text: Some(q.clone()),
+                window: Window::ALL,
+                limit: 100_000,
+                ..Default::default()
+            })
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let got: BTreeSet<_> = got.records.iter().map(|s| (s.trace_id, s.span_id)).collect();
+        prop_assert_eq!(&got, &want, "spans {:?}", text);
+
+        let want: BTreeSet<i64> = logs
+            .iter()
+            .filter(|l| skein_engine::text::matches(&q, *l, None))
+            .filter_map(|l| l.attributes[0].value.as_i64())
+            .collect();
+        let got = e
+            .search_logs(&LogQuery {
+                text: Some(q),
+                window: Window::ALL,
+                limit: 100_000,
+                ..Default::default()
+            })
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let got: BTreeSet<i64> = got
+            .records
+            .iter()
+            .filter_map(|l| l.attributes[0].value.as_i64())
+            .collect();
+        prop_assert_eq!(&got, &want, "logs {:?}", text);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(Config { cases: 12, failure_persistence: None, ..Config::default() })]
+
+    #[test]
+    fn text_search_matches_a_scan_of_what_was_sent(steps in prop::collection::vec(step(), 1..14)) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut e = Engine::open(options(dir.path())).unwrap();
+        let (mut spans, mut logs) = (Vec::new(), Vec::new());
+        for s in &steps {
+            match s {
+                Step::Spans(v) => {
+                    // Distinct spans: one trace each.
+                    let batch: Vec<Span> =
+                        v.iter().enumerate().map(|(i, &(p, k))| span(spans.len() + i, p, k)).collect();
+                    spans.extend(batch.iter().cloned());
+                    e.ingest_spans(batch).unwrap();
+                }
+                Step::Logs(v) => {
+                    let batch: Vec<LogRecord> =
+                        v.iter().enumerate().map(|(i, &(_, b))| log(logs.len() + i, b)).collect();
+                    logs.extend(batch.iter().cloned());
+                    e.ingest_logs(batch).unwrap();
+                }
+                Step::Flush => e.flush().unwrap(),
+                Step::Compact => {
+                    e.flush().unwrap();
+                    e.compact().unwrap();
+                }
+                Step::Reopen => {
+                    e.close().unwrap();
+                    drop(e);
+                    e = Engine::open(options(dir.path())).unwrap();
+                }
+            }
+            check(&e, &spans, &logs)?;
+        }
+    }
+}
+
+/// Parts get a text index and the hot tier one too, and queries use them
+/// (the explain names it); with full-text indexes off the answers are the
+/// same, and no index file is written.
+#[test]
+fn indexes_are_built_used_and_optional() {
+    let q = TextQuery::parse("zebra").unwrap();
+    let mut answers = Vec::new();
+    for on in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = options(dir.path());
+        o.full_text = on;
+        let e = Engine::open(o).unwrap();
+        e.ingest_logs((0..40).map(|i| log(i, (i % 4) as u8)).collect()).unwrap();
+        e.ingest_spans((0..40).map(|i| span(i, (i % 4) as u8, (i % 4) as u8)).collect())
+            .unwrap();
+        let hot = e
+            .search_logs(&LogQuery {
+                text: Some(q.clone()),
+                limit: 1000,
+                ..Default::default()
+            })
+            .unwrap();
+        e.flush().unwrap();
+        let stats = e.stats();
+        let flushed = e
+            .search_logs(&LogQuery {
+                text: Some(q.clone()),
+                limit: 1000,
+                ..Default::default()
+            })
+            .unwrap();
+        let txt: Vec<_> = walk(dir.path()).into_iter().filter(|p| p.ends_with(".txt")).collect();
+        if on {
+            assert!(
+                hot.explain.index_used.iter().any(|i| i == "text index"),
+                "{:?}",
+                hot.explain
+            );
+            assert!(
+                flushed.explain.index_used.iter().any(|i| i == "text index"),
+                "{:?}",
+                flushed.explain
+            );
+            assert_eq!(txt.len(), 2, "one text index per part: {txt:?}");
+            assert!(stats.text_index_bytes > 0);
+        } else {
+            assert!(!flushed.explain.index_used.iter().any(|i| i == "text index"));
+            assert!(txt.is_empty(), "{txt:?}");
+            assert_eq!(stats.text_index_bytes, 0);
+        }
+        assert_eq!(hot.records.len(), flushed.records.len());
+        answers.push(
+            flushed
+                .records
+                .iter()
+                .map(|l| l.attributes[0].clone())
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert!(!answers[0].is_empty());
+    assert_eq!(answers[0], answers[1]);
+}
+
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p.display().to_string());
+        }
+    }
+    out
+}
