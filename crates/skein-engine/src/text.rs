@@ -93,17 +93,19 @@ pub trait TextRecord {
 /// `message`, payloads and GenAI content as `payload`.
 fn attr_values<'a>(attrs: &'a [KeyValue], out: &mut Vec<(TextField, TextValue<'a>)>) {
     for kv in attrs {
-        let value = TextValue::of(&kv.value);
+        // The key decides first: most attributes hold no searchable text,
+        // and turning their values into text (JSON for non-strings) would
+        // cost more than everything else an index does with a record.
         let field = if kv.key == "exception.type" {
             TextField::Name
         } else if EXCEPTION_MESSAGES.contains(&kv.key.as_str()) {
             TextField::Message
-        } else if matches!(value, TextValue::Payload { .. }) || genai::is_content_key(&kv.key) {
+        } else if genai::is_content_key(&kv.key) || as_ref_value(&kv.value).is_some() {
             TextField::Payload
         } else {
             continue;
         };
-        out.push((field, value));
+        out.push((field, TextValue::of(&kv.value)));
     }
 }
 

@@ -24,7 +24,8 @@ use tantivy::directory::{DirectoryLock, FileHandle, Lock, OwnedBytes, WatchCallb
 use crate::TextError;
 
 pub(crate) const MAGIC: &[u8; 8] = b"SKTXTIDX";
-pub(crate) const VERSION: u32 = 1;
+/// 2: documents are blocks of `part::BLOCK_ROWS` rows, shared texts linked.
+pub(crate) const VERSION: u32 = 2;
 pub(crate) const FOOTER_LEN: usize = 8 + 8 + 4 + 8 + 8;
 
 /// Lays `files` out as one bundle.

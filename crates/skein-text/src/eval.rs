@@ -3,8 +3,9 @@
 //!
 //! Each sub-query yields a set of rows and whether that set is *exact* (the
 //! rows where the naive model says it matches) or only a superset. Term and
-//! prefix postings are exact: the index holds exactly the terms the naive
-//! model compares. A phrase, or an identifier term matched by its words, is
+//! prefix postings are exact when the index holds exactly the terms the naive
+//! model compares, row by row (the hot index; a part's holds blocks of
+//! rows, a superset). A phrase, or an identifier term matched by its words, is
 //! the AND of its terms' postings: a superset. `NOT x` may remove `x`'s rows
 //! only when they are exact; removing a superset could lose a hit, so then
 //! it narrows nothing.
@@ -23,6 +24,11 @@ pub(crate) trait TermSource {
     fn term(&self, field: Field, term: &str) -> Result<Cow<'_, RoaringBitmap>, Self::Error>;
     fn prefix(&self, field: Field, prefix: &str) -> Result<RoaringBitmap, Self::Error>;
     fn universe(&self) -> &RoaringBitmap;
+    /// Whether `term` and `prefix` give exactly the rows holding a term
+    /// (else a superset of them, and `NOT` may not subtract them).
+    fn exact(&self) -> bool {
+        true
+    }
 }
 
 /// Candidate rows for `node`, and whether they are exact.
@@ -33,7 +39,7 @@ pub(crate) fn candidates<S: TermSource>(node: &Node, src: &S) -> Result<(Roaring
             for f in fields.iter() {
                 rows |= token_rows(src, f, token)?;
             }
-            (rows, token.words.is_empty())
+            (rows, token.words.is_empty() && src.exact())
         }
         Node::Phrase { fields, tokens } => (phrase_rows(src, *fields, tokens)?, false),
         Node::Prefix { fields, prefix } => {
@@ -41,7 +47,7 @@ pub(crate) fn candidates<S: TermSource>(node: &Node, src: &S) -> Result<(Roaring
             for f in fields.iter() {
                 rows |= src.prefix(f, prefix)?;
             }
-            (rows, true)
+            (rows, src.exact())
         }
         Node::And(nodes) => {
             let mut positive = Vec::new();

@@ -86,7 +86,7 @@ pub mod tokenize;
 pub use field::{Doc, Field, FieldSet};
 pub use mem::MemTextIndex;
 pub use naive::Highlight;
-pub use part::{DEFAULT_MEMORY_BUDGET, PartTextIndex, PartTextIndexBuilder};
+pub use part::{BLOCK_ROWS, DEFAULT_MEMORY_BUDGET, PartTextIndex, PartTextIndexBuilder};
 pub use query::{Query, QueryError, parse};
 pub use tokenize::tokenize;
 

@@ -22,7 +22,8 @@ fn bundle() -> &'static [u8] {
             &[(Field::Payload, "You are a helpful assistant")],
         ];
         for (row, doc) in docs.iter().enumerate() {
-            b.add(row as u32, doc).unwrap_or_else(|e| panic!("{e}"));
+            // One row per block of the index: candidates are exact here.
+            b.add(row as u32 * skein_text::BLOCK_ROWS, doc).unwrap_or_else(|e| panic!("{e}"));
         }
         b.finish().unwrap_or_else(|e| panic!("{e}"))
     })
