@@ -14,7 +14,7 @@ use std::borrow::Cow;
 
 use skein_model::{AnyValue, KeyValue, LogRecord, MetricPoint, Span, genai};
 
-use crate::payload::{PayloadRef, as_ref_value};
+use crate::payload::{PayloadRef, as_ref_value, is_binary_ref};
 
 pub use skein_text::{Field as TextField, Highlight, Query as TextQuery, QueryError as TextQueryError};
 
@@ -53,6 +53,10 @@ pub enum TextValue<'a> {
 
 impl<'a> TextValue<'a> {
     fn of(v: &'a AnyValue) -> TextValue<'a> {
+        // Binary values hold no text to search, stored inline or not.
+        if matches!(v, AnyValue::Bytes(_)) || is_binary_ref(v) {
+            return TextValue::Text(Cow::Borrowed(""));
+        }
         if let Some((id, _)) = as_ref_value(v) {
             let preview = match v {
                 AnyValue::Map(m) => m.get(2).and_then(|kv| kv.value.as_str()).unwrap_or(""),

@@ -215,6 +215,16 @@ fn text() -> impl Strategy<Value = String> {
     ]
 }
 
+/// Strings (UTF-8) and bytes (binary, not valid UTF-8 at all), across the
+/// thresholds.
+fn value() -> impl Strategy<Value = AnyValue> {
+    prop_oneof![
+        3 => text().prop_map(AnyValue::Str),
+        1 => (0usize..9000).prop_map(|n| AnyValue::Bytes((0..n).map(|i| (i * 131 % 251) as u8 | 0x80).collect())),
+        1 => prop::sample::select(vec![4097usize, 5 << 20]).prop_map(|n| AnyValue::Bytes(vec![0xff; n])),
+    ]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(12))]
 
@@ -222,7 +232,7 @@ proptest! {
     /// the hot tier, the hot tier rebuilt by WAL replay, a flushed part
     /// and a compacted one.
     #[test]
-    fn payloads_come_back_byte_identical(values in prop::collection::vec(text(), 1..6), content in any::<bool>()) {
+    fn payloads_come_back_byte_identical(values in prop::collection::vec(value(), 1..6), content in any::<bool>()) {
         let dir = tempfile::tempdir().unwrap();
         let corpus = Corpus::with_shape(values.len() as u64, 2, 2, 2, END_NS);
         let key = if content { "gen_ai.output.messages" } else { "app.blob" };
@@ -230,24 +240,25 @@ proptest! {
         let mut logs: Vec<LogRecord> = skein_engine::testdata::logs(values.len());
         for (i, v) in values.iter().enumerate() {
             spans[i * 2].attributes.push(KeyValue::new(key, v.clone()));
-            logs[i].body = AnyValue::Str(v.clone());
+            logs[i].body = v.clone();
         }
         let mut want_spans = spans.clone();
         want_spans.sort_by_key(|s| (s.trace_id, s.span_id));
         let check = |e: &Engine| {
             let got: Vec<Span> = all_spans(e).iter().map(|s| e.inline_payloads(s).unwrap()).collect();
             assert_eq!(got, want_spans);
-            let mut bodies: Vec<String> = e
+            let key = |v: &AnyValue| format!("{v:?}");
+            let mut bodies: Vec<AnyValue> = e
                 .search_logs(&LogQuery { limit: 1000, ..Default::default() })
                 .unwrap()
                 .records
                 .iter()
-                .map(|l| e.inline_payloads(&**l).unwrap().body.as_str().unwrap_or_default().to_string())
+                .map(|l| e.inline_payloads(&**l).unwrap().body)
                 .collect();
-            bodies.sort();
-            let mut want: Vec<String> = values.clone();
-            want.sort();
-            assert_eq!(bodies, want);
+            bodies.sort_by_key(key);
+            let mut want: Vec<AnyValue> = values.clone();
+            want.sort_by_key(key);
+            assert!(bodies == want, "log bodies differ");
         };
         {
             let e = Engine::open(opts(dir.path())).unwrap();

@@ -335,9 +335,7 @@ impl Engine {
     /// `record` with its payload references replaced by the payloads.
     pub fn inline_payloads<R: crate::record::Record>(&self, record: &R) -> Result<R> {
         let mut r = record.clone();
-        payload::extract::inline(&mut r, &|id| {
-            Ok(self.payload(id)?.map(|b| String::from_utf8_lossy(&b).into_owned()))
-        })?;
+        payload::extract::inline(&mut r, &|id| self.payload(id))?;
         Ok(r)
     }
 

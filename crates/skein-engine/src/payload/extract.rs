@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use skein_model::{AnyValue, KeyValue, Resource, genai};
 
-use super::{Blob, PayloadRef, as_ref_value, ref_value};
+use super::{Blob, PayloadRef, as_ref_value, binary_ref_value, is_binary_ref, ref_value};
 use crate::error::Result;
 use crate::hash::{FastMap, FastSet};
 use crate::record::Record;
@@ -33,8 +33,14 @@ impl PayloadPolicy {
     /// Whether the string `s` under attribute `key` (`None`: a log body)
     /// is stored as a payload.
     pub fn selects(&self, key: Option<&str>, s: &str) -> bool {
+        self.selects_len(key, s.len())
+    }
+
+    /// Whether a string or bytes value of `len` bytes under `key` is stored
+    /// as a payload.
+    pub fn selects_len(&self, key: Option<&str>, len: usize) -> bool {
         self.threshold > 0
-            && (s.len() > self.threshold || key.is_some_and(genai::is_content_key) && s.len() > self.content_min)
+            && (len > self.threshold || key.is_some_and(genai::is_content_key) && len > self.content_min)
     }
 }
 
@@ -111,27 +117,40 @@ impl Extraction<'_> {
     }
 
     fn value(&mut self, key: Option<&str>, v: &mut AnyValue) -> Result<bool> {
-        let AnyValue::Str(s) = v else { return Ok(false) };
-        if !self.policy.selects(key, s) {
+        let (bytes, binary) = match &*v {
+            AnyValue::Str(s) => (s.as_bytes(), false),
+            AnyValue::Bytes(b) => (b.as_slice(), true),
+            _ => return Ok(false),
+        };
+        if !self.policy.selects_len(key, bytes.len()) {
             return Ok(false);
         }
-        let id = PayloadRef::of(s.as_bytes());
+        let id = PayloadRef::of(bytes);
         if !(self.known)(&id) && self.seen.insert(id) {
-            self.blobs.push(Blob::compress(id, s.as_bytes())?);
+            self.blobs.push(Blob::compress(id, bytes)?);
         }
-        *v = ref_value(id, s);
+        let reference = match &*v {
+            AnyValue::Str(s) if !binary => ref_value(id, s),
+            _ => binary_ref_value(id, bytes),
+        };
+        *v = reference;
         Ok(true)
     }
 }
 
 /// Puts payloads back in place of their references in `r`, fetching each
-/// with `fetch` (`None`: not found, the reference stays).
-pub fn inline<R: Record>(r: &mut R, fetch: &dyn Fn(&PayloadRef) -> Result<Option<String>>) -> Result<()> {
+/// with `fetch` (`None`: not found, the reference stays): a string as the
+/// string it was, a binary value as bytes.
+pub fn inline<R: Record>(r: &mut R, fetch: &dyn Fn(&PayloadRef) -> Result<Option<Vec<u8>>>) -> Result<()> {
     let mut failed = None;
     let mut put_back = |v: &mut AnyValue| {
         let Some((id, _)) = as_ref_value(v) else { return };
         match fetch(&id) {
-            Ok(Some(text)) => *v = AnyValue::Str(text),
+            Ok(Some(bytes)) if is_binary_ref(v) => *v = AnyValue::Bytes(bytes),
+            // Stored from a string, checked against its hash on read: UTF-8.
+            Ok(Some(bytes)) => {
+                *v = AnyValue::Str(String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+            }
             Ok(None) => {}
             Err(e) => failed = failed.take().or(Some(e)),
         }
@@ -167,6 +186,22 @@ mod tests {
         assert!(!p.selects(Some("gen_ai.request.model"), &long[..300]));
         let off = PayloadPolicy { threshold: 0, ..p };
         assert!(!off.selects(Some("gen_ai.input.messages"), &long));
+    }
+
+    #[test]
+    fn binary_values_are_payloads_and_come_back_as_bytes() {
+        let mut logs = testdata::logs(2);
+        let blob: Vec<u8> = (0..5000u32).map(|i| (i % 256) as u8).collect();
+        logs[0].body = AnyValue::Bytes(blob.clone());
+        logs[1].body = AnyValue::Bytes(blob[..100].to_vec());
+        let blobs = extract(&mut logs, &PayloadPolicy::default(), &|_| false).unwrap();
+        assert_eq!(blobs.len(), 1, "only the big one");
+        assert!(super::is_binary_ref(&logs[0].body), "{:?}", logs[0].body);
+        assert_eq!(as_ref_value(&logs[0].body).map(|(_, n)| n), Some(5000));
+        assert_eq!(logs[1].body, AnyValue::Bytes(blob[..100].to_vec()));
+        let stored = blobs[0].decompress("test").unwrap();
+        inline(&mut logs[0], &|_| Ok(Some(stored.clone()))).unwrap();
+        assert_eq!(logs[0].body, AnyValue::Bytes(blob));
     }
 
     #[test]
@@ -211,9 +246,9 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
-        let store: FastMap<PayloadRef, String> = blobs
+        let store: FastMap<PayloadRef, Vec<u8>> = blobs
             .iter()
-            .map(|b| (b.id, String::from_utf8(b.decompress("test").unwrap()).unwrap()))
+            .map(|b| (b.id, b.decompress("test").unwrap()))
             .collect();
         for s in spans.iter_mut() {
             inline(s, &|id| Ok(store.get(id).cloned())).unwrap();

@@ -69,6 +69,10 @@ impl std::fmt::Debug for PayloadRef {
 pub const REF_KEY: &str = "$payload";
 const BYTES_KEY: &str = "bytes";
 const PREVIEW_KEY: &str = "preview";
+/// The fourth key of a reference to a binary value (`"type": "bytes"`): the
+/// value comes back as bytes, and it has no preview and no text to search.
+const TYPE_KEY: &str = "type";
+const BINARY_TYPE: &str = "bytes";
 /// Characters of a payload kept inline in its reference.
 pub const PREVIEW_CHARS: usize = 200;
 
@@ -82,17 +86,37 @@ pub fn ref_value(id: PayloadRef, text: &str) -> AnyValue {
     ])
 }
 
+/// The value a record keeps in place of the binary payload `bytes`.
+pub fn binary_ref_value(id: PayloadRef, bytes: &[u8]) -> AnyValue {
+    AnyValue::Map(vec![
+        KeyValue::new(REF_KEY, id.to_string()),
+        KeyValue::new(BYTES_KEY, bytes.len() as i64),
+        KeyValue::new(PREVIEW_KEY, ""),
+        KeyValue::new(TYPE_KEY, BINARY_TYPE),
+    ])
+}
+
 /// The reference and size held by `v`, if it is a reference map (exactly
-/// the three keys, in order, with a well-formed reference).
+/// the three keys, in order, with a well-formed reference; a binary
+/// value's has the fourth, `"type": "bytes"`).
 pub fn as_ref_value(v: &AnyValue) -> Option<(PayloadRef, u64)> {
     let AnyValue::Map(m) = v else { return None };
-    let [r, b, p] = m.as_slice() else { return None };
+    let (r, b, p) = match m.as_slice() {
+        [r, b, p] => (r, b, p),
+        [r, b, p, t] if t.key == TYPE_KEY && t.value.as_str() == Some(BINARY_TYPE) => (r, b, p),
+        _ => return None,
+    };
     if r.key != REF_KEY || b.key != BYTES_KEY || p.key != PREVIEW_KEY || p.value.as_str().is_none() {
         return None;
     }
     let id = PayloadRef::parse(r.value.as_str()?).ok()?;
     let bytes = u64::try_from(b.value.as_i64()?).ok()?;
     Some((id, bytes))
+}
+
+/// Whether `v` is a reference to a binary payload.
+pub fn is_binary_ref(v: &AnyValue) -> bool {
+    matches!(v, AnyValue::Map(m) if m.len() == 4) && as_ref_value(v).is_some()
 }
 
 /// Adds every payload `r` refers to (its own values and its resource's)
