@@ -223,8 +223,20 @@ impl Metrics {
             gauge(
                 &mut out,
                 "skein_index_memory_bytes",
-                "Memory held by part indexes.",
+                "Memory held by indexes: the parts' sidecars, and full-text indexes.",
                 s.index_memory_bytes as f64,
+            );
+            gauge(
+                &mut out,
+                "skein_text_index_bytes",
+                "Bytes of the parts' full-text index files (mapped, read in place).",
+                s.text_index_bytes as f64,
+            );
+            gauge(
+                &mut out,
+                "skein_text_index_memory_bytes",
+                "Heap memory of full-text indexes (the hot tiers', and the parts' row sets and links).",
+                s.text_index_memory_bytes as f64,
             );
             counter(
                 &mut out,

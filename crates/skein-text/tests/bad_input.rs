@@ -23,7 +23,8 @@ fn bundle() -> &'static [u8] {
         ];
         for (row, doc) in docs.iter().enumerate() {
             // One row per block of the index: candidates are exact here.
-            b.add(row as u32 * skein_text::BLOCK_ROWS, doc).unwrap_or_else(|e| panic!("{e}"));
+            b.add(row as u32 * skein_text::BLOCK_ROWS, doc)
+                .unwrap_or_else(|e| panic!("{e}"));
         }
         b.finish().unwrap_or_else(|e| panic!("{e}"))
     })

@@ -39,8 +39,7 @@ impl PayloadPolicy {
     /// Whether a string or bytes value of `len` bytes under `key` is stored
     /// as a payload.
     pub fn selects_len(&self, key: Option<&str>, len: usize) -> bool {
-        self.threshold > 0
-            && (len > self.threshold || key.is_some_and(genai::is_content_key) && len > self.content_min)
+        self.threshold > 0 && (len > self.threshold || key.is_some_and(genai::is_content_key) && len > self.content_min)
     }
 }
 
@@ -149,7 +148,9 @@ pub fn inline<R: Record>(r: &mut R, fetch: &dyn Fn(&PayloadRef) -> Result<Option
             Ok(Some(bytes)) if is_binary_ref(v) => *v = AnyValue::Bytes(bytes),
             // Stored from a string, checked against its hash on read: UTF-8.
             Ok(Some(bytes)) => {
-                *v = AnyValue::Str(String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+                *v = AnyValue::Str(
+                    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+                )
             }
             Ok(None) => {}
             Err(e) => failed = failed.take().or(Some(e)),
@@ -246,10 +247,7 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
-        let store: FastMap<PayloadRef, Vec<u8>> = blobs
-            .iter()
-            .map(|b| (b.id, b.decompress("test").unwrap()))
-            .collect();
+        let store: FastMap<PayloadRef, Vec<u8>> = blobs.iter().map(|b| (b.id, b.decompress("test").unwrap())).collect();
         for s in spans.iter_mut() {
             inline(s, &|id| Ok(store.get(id).cloned())).unwrap();
         }
