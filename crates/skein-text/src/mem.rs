@@ -1,13 +1,20 @@
-//! The hot tier's index: built record by record as they arrive, term →
-//! roaring postings per field in sorted maps (so a prefix is a range scan).
-//! No tantivy: a part's index is built once, at flush, from the part's rows.
+//! The hot tier's index: built record by record, term → roaring postings
+//! per field, exact row by row. No tantivy: a part's index is built once,
+//! when the part is written.
+//!
+//! Terms live in hash maps (a prefix is a scan of a field's terms: the hot
+//! tier holds at most a few million), and text is cut at ASCII whitespace
+//! first, each chunk's terms remembered: log lines repeat most of their
+//! words, so most chunks are tokenized once, not once per row (the
+//! tokenizer never joins across whitespace, so a value's terms are the union
+//! of its chunks').
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::convert::Infallible;
-use std::ops::Bound;
 
 use roaring::RoaringBitmap;
+use rustc_hash::FxBuildHasher;
 
 use crate::eval::{self, TermSource};
 use crate::field::Field;
@@ -15,41 +22,93 @@ use crate::links::Links;
 use crate::query::Query;
 use crate::tokenize::tokenize;
 
-/// Adds `number` to the postings of every term of `text`; returns the
-/// estimated bytes this added.
-fn post(map: &mut BTreeMap<String, RoaringBitmap>, number: u32, text: &str) -> usize {
-    let mut memory = 0;
-    for token in tokenize(text) {
-        for term in token.terms() {
-            // Array containers hold 2 bytes a row; a new term pays its key
-            // and entry besides.
-            match map.get_mut(term) {
-                Some(postings) => {
-                    if postings.insert(number) {
-                        memory += 2;
+/// Estimated bytes of a map entry besides its key and postings: the slot,
+/// the boxed key and the bitmap headers.
+const ENTRY_OVERHEAD: usize = 96;
+
+/// Chunks whose terms are remembered, per index; past this the memo starts
+/// over (ids and numbers make most chunks unique, and it must stay small).
+const CHUNK_MEMO: usize = 1 << 16;
+
+/// Term → postings of one field: rows, or keys of shared texts.
+#[derive(Debug, Default, Clone)]
+struct Postings {
+    ids: HashMap<Box<str>, u32, FxBuildHasher>,
+    lists: Vec<RoaringBitmap>,
+    /// Each chunk seen lately, with the ids of its terms.
+    chunks: HashMap<Box<str>, Vec<u32>, FxBuildHasher>,
+}
+
+impl Postings {
+    /// Adds `number` to the postings of every term of `text`; returns the
+    /// estimated bytes this added.
+    fn post(&mut self, number: u32, text: &str) -> usize {
+        let mut memory = 0;
+        for chunk in text.split_ascii_whitespace() {
+            if !self.chunks.contains_key(chunk) {
+                if self.chunks.len() >= CHUNK_MEMO {
+                    self.chunks.clear();
+                }
+                let mut ids = Vec::new();
+                for token in tokenize(chunk) {
+                    for term in token.terms() {
+                        let id = match self.ids.get(term) {
+                            Some(&id) => id,
+                            None => {
+                                let id = self.lists.len() as u32;
+                                self.ids.insert(term.into(), id);
+                                self.lists.push(RoaringBitmap::new());
+                                memory += ENTRY_OVERHEAD + term.len();
+                                id
+                            }
+                        };
+                        if !ids.contains(&id) {
+                            ids.push(id);
+                        }
                     }
                 }
-                None => {
-                    memory += ENTRY_OVERHEAD + term.len() + 2;
-                    map.insert(term.to_owned(), RoaringBitmap::from_iter([number]));
+                self.chunks.insert(chunk.into(), ids);
+            }
+            for &id in self.chunks.get(chunk).map(Vec::as_slice).unwrap_or_default() {
+                let list = &mut self.lists[id as usize];
+                // Rows mostly arrive in order: an append (`push`) is cheap.
+                let added = list.push(number) || list.insert(number);
+                if added {
+                    // Array containers hold 2 bytes a row.
+                    memory += 2;
                 }
             }
         }
+        memory
     }
-    memory
-}
 
-/// Estimated bytes of a map entry besides its key and postings: the B-tree
-/// node slot, the `String` and the bitmap headers.
-const ENTRY_OVERHEAD: usize = 96;
+    fn get(&self, term: &str) -> Option<&RoaringBitmap> {
+        self.ids.get(term).map(|&id| &self.lists[id as usize])
+    }
+
+    /// The union of the postings of every term starting with `prefix`.
+    fn prefix(&self, prefix: &str) -> RoaringBitmap {
+        let mut out = RoaringBitmap::new();
+        for (term, &id) in &self.ids {
+            if term.starts_with(prefix) {
+                out |= &self.lists[id as usize];
+            }
+        }
+        out
+    }
+
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+}
 
 /// Full-text postings of the hot tier. Rows are the caller's row numbers.
 #[derive(Debug, Default, Clone)]
 pub struct MemTextIndex {
     /// Per field, term → rows holding it.
-    fields: [BTreeMap<String, RoaringBitmap>; 4],
+    fields: [Postings; 4],
     /// Per field, term → keys of the shared texts holding it.
-    shared: [BTreeMap<String, RoaringBitmap>; 4],
+    shared: [Postings; 4],
     links: Links,
     rows: RoaringBitmap,
     memory: usize,
@@ -68,7 +127,7 @@ impl MemTextIndex {
             self.memory += 4;
         }
         for &(field, text) in doc {
-            self.memory += post(&mut self.fields[field.index()], row, text);
+            self.memory += self.fields[field.index()].post(row, text);
         }
     }
 
@@ -79,7 +138,7 @@ impl MemTextIndex {
         // a hot tier, so the last key is reused rather than failing ingest
         // (a superset of candidates stays correct).
         let key = self.links.new_key().unwrap_or(u32::MAX);
-        self.memory += ENTRY_OVERHEAD + post(&mut self.shared[field.index()], key, text);
+        self.memory += ENTRY_OVERHEAD + self.shared[field.index()].post(key, text);
         key
     }
 
@@ -120,7 +179,7 @@ impl MemTextIndex {
 
     /// Distinct terms held, over all fields.
     pub fn num_terms(&self) -> usize {
-        self.fields.iter().chain(&self.shared).map(BTreeMap::len).sum()
+        self.fields.iter().chain(&self.shared).map(Postings::len).sum()
     }
 }
 
@@ -145,16 +204,8 @@ impl TermSource for MemTextIndex {
     }
 
     fn prefix(&self, field: Field, prefix: &str) -> Result<RoaringBitmap, Infallible> {
-        let starting = |map: &BTreeMap<String, RoaringBitmap>| {
-            let mut numbers = RoaringBitmap::new();
-            let range = map.range::<str, _>((Bound::Included(prefix), Bound::Unbounded));
-            for (_, postings) in range.take_while(|(term, _)| term.starts_with(prefix)) {
-                numbers |= postings;
-            }
-            numbers
-        };
-        let mut rows = starting(&self.fields[field.index()]);
-        rows |= self.links.rows_of(starting(&self.shared[field.index()]));
+        let mut rows = self.fields[field.index()].prefix(prefix);
+        rows |= self.links.rows_of(&self.shared[field.index()].prefix(prefix));
         Ok(rows)
     }
 
