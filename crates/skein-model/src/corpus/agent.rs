@@ -451,7 +451,8 @@ impl AgentCorpus {
             (0..len).find(|&j| self.is_error(t, j)).unwrap_or_else(|| r.below(len))
         };
         let (start, end) = self.timing(t, j);
-        let time = start + (end - start) / 2;
+        // The two records of a trace never share a time, even on one span.
+        let time = start + (end - start) / 2 + i % LOGS_PER_TRACE;
         let service = self.service_of(t, j);
         let user = AgentCorpus::user_value(self.user_of(t));
         let error = self.is_error(t, j);
