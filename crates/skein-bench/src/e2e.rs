@@ -87,8 +87,16 @@ impl CorpusChoice {
 
 /// A corpus with its expected answers.
 enum Bench {
-    Canonical { c: Corpus, exp: Expected, logs: u64 },
-    Agent { c: AgentCorpus, exp: AgentExpected, logs: u64 },
+    Canonical {
+        c: Corpus,
+        exp: Expected,
+        logs: u64,
+    },
+    Agent {
+        c: AgentCorpus,
+        exp: AgentExpected,
+        logs: u64,
+    },
 }
 
 impl Bench {
@@ -771,7 +779,9 @@ fn text_query(q: &mut Timed, word: &str, limit: usize, want: &[SpanKey], samples
     let logs = v["logs"].as_array().ok_or("no logs")?;
     for l in logs {
         let body = l["body"].as_str().unwrap_or_default();
-        check(agent::contains_word(body, word), || format!("text={word}: a hit without it: {body:?}"))?;
+        check(agent::contains_word(body, word), || {
+            format!("text={word}: a hit without it: {body:?}")
+        })?;
     }
     let mut got: Vec<SpanKey> = logs.iter().map(log_key).collect::<Result<_, _>>()?;
     got.sort_unstable_by(|a, b| b.cmp(a));
@@ -805,7 +815,13 @@ fn check_services(v: &Value, by_service: &std::collections::HashMap<String, u64>
     Ok(())
 }
 
-fn agent_query_phase(api: &str, c: &AgentCorpus, exp: &AgentExpected, end_ns: u64, args: &E2eArgs) -> Result<Value, String> {
+fn agent_query_phase(
+    api: &str,
+    c: &AgentCorpus,
+    exp: &AgentExpected,
+    end_ns: u64,
+    args: &E2eArgs,
+) -> Result<Value, String> {
     let mut q = Timed {
         http: crate::http1::Connection::new(api)?,
     };
@@ -831,13 +847,18 @@ fn agent_query_phase(api: &str, c: &AgentCorpus, exp: &AgentExpected, end_ns: u6
         got.sort();
         let mut want: Vec<String> = c.trace(t).iter().map(|s| s.span_id.to_hex()).collect();
         want.sort();
-        check(got == want, || format!("trace {id}: {} spans, expected {}", got.len(), want.len()))?;
+        check(got == want, || {
+            format!("trace {id}: {} spans, expected {}", got.len(), want.len())
+        })?;
         pb.inc(1);
     }
     // High cardinality: one user's spans (a trace or a few).
     let mut users = Samples::default();
     for (user, want) in &exp.users {
-        let v = q.get(&format!("/api/v1/spans?attr.{}={user}&limit=100", agent::USER_KEY), &mut users)?;
+        let v = q.get(
+            &format!("/api/v1/spans?attr.{}={user}&limit=100", agent::USER_KEY),
+            &mut users,
+        )?;
         let got = spans_of(&v)?;
         check(&got == want, || {
             format!("user.id={user}: {} spans, expected {}", got.len(), want.len())
@@ -849,11 +870,20 @@ fn agent_query_phase(api: &str, c: &AgentCorpus, exp: &AgentExpected, end_ns: u6
     for i in 0..model_queries {
         let m = i % exp.by_model.len();
         let name = agent::MODELS[m].0;
-        let v = q.get(&format!("/api/v1/spans?attr.{}={name}&limit=100", agent::MODEL_KEY), &mut models)?;
+        let v = q.get(
+            &format!("/api/v1/spans?attr.{}={name}&limit=100", agent::MODEL_KEY),
+            &mut models,
+        )?;
         let got = spans_of(&v)?;
         let want = &exp.by_model[m];
         check(&got == want, || {
-            format!("model {name}: {} spans, first {:?}, expected {} first {:?}", got.len(), got.first(), want.len(), want.first())
+            format!(
+                "model {name}: {} spans, first {:?}, expected {} first {:?}",
+                got.len(),
+                got.first(),
+                want.len(),
+                want.first()
+            )
         })?;
         pb.inc(1);
     }
@@ -867,8 +897,14 @@ fn agent_query_phase(api: &str, c: &AgentCorpus, exp: &AgentExpected, end_ns: u6
     for _ in 0..20 {
         let since = end_ns - HOUR_NS;
         let v = q.get(&format!("/api/v1/summary?since={since}&until={end_ns}"), &mut summarize)?;
-        for (k, want) in [("spans", exp.spans), ("error_spans", exp.error_spans), ("logs", exp.logs)] {
-            check(v[k].as_u64() == Some(want), || format!("summary {k} {} expected {want}", v[k]))?;
+        for (k, want) in [
+            ("spans", exp.spans),
+            ("error_spans", exp.error_spans),
+            ("logs", exp.logs),
+        ] {
+            check(v[k].as_u64() == Some(want), || {
+                format!("summary {k} {} expected {want}", v[k])
+            })?;
         }
         pb.inc(1);
     }
@@ -892,7 +928,10 @@ fn agent_query_phase(api: &str, c: &AgentCorpus, exp: &AgentExpected, end_ns: u6
         }
         let planted = c.rare_word_count(0..exp.logs);
         check(planted == exp.rare_word.len() as u64, || {
-            format!("the generator planted {planted} rare words, the bodies hold {}", exp.rare_word.len())
+            format!(
+                "the generator planted {planted} rare words, the bodies hold {}",
+                exp.rare_word.len()
+            )
         })?;
         for _ in 0..20 {
             text_query(&mut q, AgentCorpus::common_word(), 100, &exp.common_word, &mut common)?;

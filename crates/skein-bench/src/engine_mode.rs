@@ -446,7 +446,11 @@ fn measure_agent_queries(engine: &Engine, c: &AgentCorpus) -> Result<serde_json:
         let r = engine.get_trace(c.trace_id(t)).map_err(|e| e.to_string())?;
         get.push(s.elapsed());
         if r.spans.len() as u64 != c.trace_len(t) {
-            return Err(format!("trace {t}: {} spans, expected {}", r.spans.len(), c.trace_len(t)));
+            return Err(format!(
+                "trace {t}: {} spans, expected {}",
+                r.spans.len(),
+                c.trace_len(t)
+            ));
         }
     }
     let mut users = Samples::default();
@@ -462,10 +466,16 @@ fn measure_agent_queries(engine: &Engine, c: &AgentCorpus) -> Result<serde_json:
         let r = engine.search_spans(&q).map_err(|e| e.to_string())?;
         users.push(s.elapsed());
         let n = r.records.len() as u64;
-        let all_match = r.records.iter().all(|s| attr_of(s, agent::USER_KEY).as_deref() == Some(user.as_str()));
+        let all_match = r
+            .records
+            .iter()
+            .all(|s| attr_of(s, agent::USER_KEY).as_deref() == Some(user.as_str()));
         let has_trace = r.records.iter().filter(|s| s.trace_id == c.trace_id(t)).count() as u64;
         if !all_match || (n < 100 && has_trace != c.trace_len(t)) {
-            return Err(format!("user {user}: {n} spans, {has_trace} of trace {t} ({} spans)", c.trace_len(t)));
+            return Err(format!(
+                "user {user}: {n} spans, {has_trace} of trace {t} ({} spans)",
+                c.trace_len(t)
+            ));
         }
     }
     let mut models = Samples::default();
@@ -479,7 +489,10 @@ fn measure_agent_queries(engine: &Engine, c: &AgentCorpus) -> Result<serde_json:
         let s = Instant::now();
         let r = engine.search_spans(&q).map_err(|e| e.to_string())?;
         models.push(s.elapsed());
-        let ok = r.records.iter().all(|s| attr_of(s, agent::MODEL_KEY).as_deref() == Some(model));
+        let ok = r
+            .records
+            .iter()
+            .all(|s| attr_of(s, agent::MODEL_KEY).as_deref() == Some(model));
         if !ok || (c.span_count() > 100_000 && r.records.len() != 100) {
             return Err(format!("model {model}: {} spans", r.records.len()));
         }
@@ -494,7 +507,9 @@ fn measure_agent_queries(engine: &Engine, c: &AgentCorpus) -> Result<serde_json:
             return Err(format!("services count {total} spans, expected {}", c.span_count()));
         }
     }
-    Ok(json!({"get_trace": get.summary(), "attribute_search": users.summary(), "attribute_search_model": models.summary(), "services": services.summary()}))
+    Ok(
+        json!({"get_trace": get.summary(), "attribute_search": users.summary(), "attribute_search_model": models.summary(), "services": services.summary()}),
+    )
 }
 
 fn measure_canonical_queries(engine: &Engine, c: &Corpus) -> Result<serde_json::Value, String> {

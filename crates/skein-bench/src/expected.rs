@@ -4,8 +4,8 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
-use skein_model::corpus::agent::{self, AgentCorpus, MODELS};
 use skein_model::corpus::Corpus;
+use skein_model::corpus::agent::{self, AgentCorpus, MODELS};
 use skein_model::{AnyValue, LogRecord, Span};
 
 /// A span's position in newest-first order.
