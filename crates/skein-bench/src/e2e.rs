@@ -8,9 +8,11 @@ use std::time::{Duration, Instant};
 
 use prost::Message;
 use serde_json::{Value, json};
+use skein_model::corpus::agent::{self, AgentCorpus};
 use skein_model::corpus::{Corpus, HOUR_NS};
+use skein_model::{LogRecord, Span};
 
-use crate::expected::{self, Expected, SpanKey};
+use crate::expected::{self, AgentExpected, Expected, SpanKey};
 use crate::load::{self, Payload, Protocol, Target};
 use crate::machine::Machine;
 use crate::server::SkeinProcess;
@@ -21,12 +23,18 @@ pub struct E2eArgs {
     /// The skein binary to benchmark.
     #[arg(long, default_value = "target/release/skein")]
     pub skein_bin: PathBuf,
-    /// Spans in the corpus (10 per trace).
+    /// Spans in the corpus (10 per trace in the canonical corpus; whole
+    /// traces of 1 to 40 spans in the agent corpus).
     #[arg(long, default_value_t = 1_000_000)]
     pub spans: u64,
-    /// Log records (one per trace, from its root span); default one per trace.
+    /// Log records: at most this many (default: one per trace in the
+    /// canonical corpus, from its root span; two per trace in the agent
+    /// corpus).
     #[arg(long)]
     pub logs: Option<u64>,
+    /// Which corpus to run: each writes its own report entry.
+    #[arg(long, value_enum, default_value_t = CorpusChoice::Both)]
+    pub corpus: CorpusChoice,
     /// Concurrent keep-alive clients.
     #[arg(long, default_value_t = 4)]
     pub clients: usize,
@@ -59,6 +67,108 @@ pub struct E2eArgs {
     pub trace_queries: usize,
     #[arg(long, default_value_t = 100)]
     pub attr_queries: usize,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CorpusChoice {
+    Canonical,
+    Agent,
+    Both,
+}
+
+impl CorpusChoice {
+    pub fn canonical(self) -> bool {
+        self != CorpusChoice::Agent
+    }
+    pub fn agent(self) -> bool {
+        self != CorpusChoice::Canonical
+    }
+}
+
+/// A corpus with its expected answers.
+enum Bench {
+    Canonical {
+        c: Corpus,
+        exp: Expected,
+        logs: u64,
+    },
+    Agent {
+        c: AgentCorpus,
+        exp: AgentExpected,
+        logs: u64,
+    },
+}
+
+impl Bench {
+    fn traces(&self) -> u64 {
+        match self {
+            Bench::Canonical { c, .. } => c.traces,
+            Bench::Agent { c, .. } => c.traces,
+        }
+    }
+    fn span_count(&self) -> u64 {
+        match self {
+            Bench::Canonical { c, .. } => c.span_count(),
+            Bench::Agent { c, .. } => c.span_count(),
+        }
+    }
+    fn log_count(&self) -> u64 {
+        match self {
+            Bench::Canonical { logs, .. } | Bench::Agent { logs, .. } => *logs,
+        }
+    }
+    /// Spans of traces `r` (past the corpus's traces too, for fresh load).
+    fn spans(&self, r: std::ops::Range<u64>) -> Vec<Span> {
+        match self {
+            Bench::Canonical { c, .. } => c.spans(r),
+            Bench::Agent { c, .. } => c.spans(r),
+        }
+    }
+    fn logs(&self, r: std::ops::Range<u64>) -> Vec<LogRecord> {
+        match self {
+            Bench::Canonical { c, .. } => expected::logs_of(c, r),
+            Bench::Agent { c, .. } => c.logs(r),
+        }
+    }
+    /// Traces per request of about `batch` spans.
+    fn batch_traces(&self, batch: u64) -> u64 {
+        let mean = self.span_count() as f64 / self.traces().max(1) as f64;
+        ((batch as f64 / mean).round() as u64).max(1)
+    }
+    fn report_mode(&self) -> &'static str {
+        match self {
+            Bench::Canonical { .. } => "e2e",
+            Bench::Agent { .. } => "e2e_agent",
+        }
+    }
+    fn expected_spans(&self) -> u64 {
+        match self {
+            Bench::Canonical { exp, .. } => exp.spans,
+            Bench::Agent { exp, .. } => exp.spans,
+        }
+    }
+    fn expected_logs(&self) -> u64 {
+        match self {
+            Bench::Canonical { exp, .. } => exp.logs,
+            Bench::Agent { exp, .. } => exp.logs,
+        }
+    }
+    fn json(&self) -> Value {
+        match self {
+            Bench::Canonical { c, logs, .. } => corpus_json(c, *logs),
+            Bench::Agent { c, logs, exp } => json!({
+                "name": "agent", "spans": c.span_count(), "traces": c.traces,
+                "mean_spans_per_trace": c.span_count() as f64 / c.traces.max(1) as f64,
+                "max_spans_per_trace": agent::MAX_TRACE_LEN,
+                "services": c.services, "service_zipf_s": c.service_zipf_s, "users": c.users,
+                "llm_spans": exp.llm_spans, "error_spans": exp.error_spans,
+                "llm_per_mille": c.llm_per_mille, "error_per_mille": c.error_per_mille,
+                "logs": logs, "rare_word": agent::RARE_WORD, "common_word": AgentCorpus::common_word(),
+                "common_word_logs": exp.common_word_logs, "rare_word_logs": exp.rare_word.len(),
+                "seed": c.seed,
+            }),
+        }
+    }
 }
 
 pub fn bar(len: u64, what: &str) -> indicatif::ProgressBar {
@@ -125,29 +235,52 @@ fn check(ok: bool, what: impl FnOnce() -> String) -> Result<(), String> {
     }
 }
 
-pub fn encode_all(c: &Corpus, protocol: Protocol, batch_traces: u64, pb: &indicatif::ProgressBar) -> Vec<Payload> {
-    let mut out = Vec::with_capacity((c.traces / batch_traces.max(1)) as usize + 1);
+fn encode_all(c: &Bench, protocol: Protocol, batch_traces: u64, pb: &indicatif::ProgressBar) -> Vec<Payload> {
+    let traces = c.traces();
+    let mut out = Vec::with_capacity((traces / batch_traces.max(1)) as usize + 1);
     let mut t = 0;
-    while t < c.traces {
-        let end = (t + batch_traces).min(c.traces);
-        out.push(load::encode(protocol, &c.spans(t..end)));
-        pb.inc((end - t) * c.spans_per_trace);
+    while t < traces {
+        let end = (t + batch_traces).min(traces);
+        let p = load::encode(protocol, &c.spans(t..end));
+        pb.inc(p.records);
+        out.push(p);
         t = end;
     }
     out
 }
 
 pub fn run(args: &E2eArgs) -> Result<(), String> {
+    if args.corpus.canonical() {
+        run_corpus(args, false)?;
+    }
+    if args.corpus.agent() {
+        run_corpus(args, true)?;
+    }
+    Ok(())
+}
+
+fn run_corpus(args: &E2eArgs, agent_corpus: bool) -> Result<(), String> {
     let machine = Machine::probe();
     let end_ns = now_ns();
-    let corpus = Corpus::new(args.spans, end_ns);
-    let logs_n = args.logs.unwrap_or(corpus.traces).min(corpus.traces);
-    let batch_traces = (args.batch / corpus.spans_per_trace).max(1);
-
     // Expected answers and request bodies, all before any clock starts.
-    let pb = bar(corpus.span_count(), "computing expected answers");
-    let exp = expected::compute(&corpus, logs_n, &pb);
-    pb.finish_and_clear();
+    let corpus = if agent_corpus {
+        let c = AgentCorpus::new(args.spans, end_ns);
+        let logs = args.logs.unwrap_or(c.log_count()).min(c.log_count());
+        let pb = bar(c.span_count(), "agent corpus: expected answers");
+        let users = expected::agent_query_users(&c, args.attr_queries);
+        let exp = expected::compute_agent(&c, &users, logs, &pb);
+        pb.finish_and_clear();
+        Bench::Agent { c, exp, logs }
+    } else {
+        let c = Corpus::new(args.spans, end_ns);
+        let logs = args.logs.unwrap_or(c.traces).min(c.traces);
+        let pb = bar(c.span_count(), "computing expected answers");
+        let exp = expected::compute(&c, logs, &pb);
+        pb.finish_and_clear();
+        Bench::Canonical { c, exp, logs }
+    };
+    let logs_n = corpus.log_count();
+    let batch_traces = corpus.batch_traces(args.batch);
     let pb = bar(corpus.span_count(), "encoding requests");
     let payloads = Arc::new(encode_all(&corpus, Protocol::OtlpHttpProtobuf, batch_traces, &pb));
     pb.finish_and_clear();
@@ -155,7 +288,7 @@ pub fn run(args: &E2eArgs) -> Result<(), String> {
         (0..logs_n)
             .step_by(1000)
             .map(|t| {
-                let logs = expected::logs_of(&corpus, t..(t + 1000).min(logs_n));
+                let logs = corpus.logs(t..(t + 1000).min(logs_n));
                 Payload {
                     records: logs.len() as u64,
                     body: skein_model::otlp::logs_to_otlp(&logs).encode_to_vec().into(),
@@ -212,22 +345,33 @@ pub fn run(args: &E2eArgs) -> Result<(), String> {
         let result = json!({
             "machine": machine.finish(),
             "params": {"clients": args.clients, "batch": args.batch, "durability": "target's", "target": args.target},
-            "corpus": corpus_json(&corpus, logs_n),
+            "corpus": corpus.json(),
             "results": {"ingest": ingest_json(&ingest), "log_ingest": ingest_json(&log_ingest)},
         });
-        return crate::report::write(&args.out, "e2e_target", result);
+        let mode = if agent_corpus { "e2e_target_agent" } else { "e2e_target" };
+        return crate::report::write(&args.out, mode, result);
     };
 
     // Everything acknowledged must be queryable; then let compaction settle.
-    let stats = wait_stored(&server, exp.spans, exp.logs)?;
+    let stats = wait_stored(&server, corpus.expected_spans(), corpus.expected_logs())?;
     let parts_after_ingest = stats["parts"].as_u64().unwrap_or(0);
     let peak_ingest = server.peak_rss_bytes();
     let stats = wait_settled(&server)?;
     let parts_after_compaction = stats["parts"].as_u64().unwrap_or(0);
 
-    let queries = query_phase(&server.api, &corpus, &exp, end_ns, args)?;
+    let queries = match &corpus {
+        Bench::Canonical { c, exp, .. } => query_phase(&server.api, c, exp, end_ns, args)?,
+        Bench::Agent { c, exp, .. } => agent_query_phase(&server.api, c, exp, end_ns, args)?,
+    };
     let stats = server.stats()?;
-    let disk = server_disk(&server, &stats, &exp);
+    let mut disk = server_disk(&server, &stats, corpus.expected_spans(), corpus.expected_logs());
+    let request_bytes = ingest.bytes + log_ingest.bytes;
+    disk["request_bytes"] = json!(request_bytes);
+    disk["disk_over_request_bytes"] =
+        json!(disk["bytes_on_disk"].as_u64().unwrap_or(0) as f64 / request_bytes.max(1) as f64);
+    for k in ["payloads", "payload_bytes", "payload_logical_bytes"] {
+        disk[k] = stats[k].clone();
+    }
     let peak = server.peak_rss_bytes();
     let rss = server.rss_bytes();
     // Latency under a steady half of the measured rate, on fresh traces
@@ -238,7 +382,7 @@ pub fn run(args: &E2eArgs) -> Result<(), String> {
         let pb = bar(n_req * args.batch, "encoding paced load");
         let mut paced_payloads = Vec::new();
         for r in 0..n_req {
-            let t0 = corpus.traces + r * batch_traces;
+            let t0 = corpus.traces() + r * batch_traces;
             paced_payloads.push(load::encode(
                 Protocol::OtlpHttpProtobuf,
                 &corpus.spans(t0..t0 + batch_traces),
@@ -246,11 +390,14 @@ pub fn run(args: &E2eArgs) -> Result<(), String> {
             pb.inc(args.batch);
         }
         pb.finish_and_clear();
+        // Request batches of the agent corpus vary in size: pace by the
+        // mean request.
+        let per_request = paced_payloads.iter().map(|p| p.records).sum::<u64>() as f64 / n_req.max(1) as f64;
         let r = load::run_paced(
             &target,
             Arc::new(paced_payloads),
             args.clients,
-            half_rate / args.batch as f64,
+            half_rate / per_request.max(1.0),
             Duration::from_secs_f64(args.paced_seconds),
         )?;
         json!({"target_spans_per_sec": half_rate, "spans_per_sec": r.records_per_sec(), "latency": r.latencies.summary(), "errors": r.errors})
@@ -267,7 +414,7 @@ pub fn run(args: &E2eArgs) -> Result<(), String> {
     let result = json!({
         "machine": machine.finish(),
         "params": {"clients": args.clients, "batch": args.batch, "durability": args.durability, "skein_bin": args.skein_bin, "server_args": args.server_args},
-        "corpus": corpus_json(&corpus, logs_n),
+        "corpus": corpus.json(),
         "results": {
             "ingest": ingest_json(&ingest),
             "log_ingest": ingest_json(&log_ingest),
@@ -288,14 +435,14 @@ pub fn run(args: &E2eArgs) -> Result<(), String> {
             "disk_fdatasync": fsync,
         },
     });
-    crate::report::write(&args.out, "e2e", result)?;
+    crate::report::write(&args.out, corpus.report_mode(), result)?;
     eprintln!("wrote {}", args.out.join(crate::report::MD_FILE).display());
     Ok(())
 }
 
 /// The span ingest again, over OTLP/gRPC into a fresh server: the same
 /// corpus, clients and batch size as the OTLP/HTTP run.
-fn grpc_ingest(corpus: &Corpus, batch_traces: u64, args: &E2eArgs) -> Result<Value, String> {
+fn grpc_ingest(corpus: &Bench, batch_traces: u64, args: &E2eArgs) -> Result<Value, String> {
     let pb = bar(corpus.span_count(), "encoding gRPC requests");
     let payloads = Arc::new(encode_all(corpus, Protocol::Grpc, batch_traces, &pb));
     pb.finish_and_clear();
@@ -321,7 +468,7 @@ fn grpc_ingest(corpus: &Corpus, batch_traces: u64, args: &E2eArgs) -> Result<Val
 }
 
 fn corpus_json(c: &Corpus, logs: u64) -> Value {
-    json!({"spans": c.span_count(), "traces": c.traces, "spans_per_trace": c.spans_per_trace,
+    json!({"name": "canonical", "spans": c.span_count(), "traces": c.traces, "spans_per_trace": c.spans_per_trace,
            "services": c.services, "groups": c.groups, "logs": logs, "seed": c.seed})
 }
 
@@ -412,14 +559,14 @@ fn wait_settled(server: &SkeinProcess) -> Result<Value, String> {
     }
 }
 
-fn server_disk(server: &SkeinProcess, stats: &Value, exp: &Expected) -> Value {
+fn server_disk(server: &SkeinProcess, stats: &Value, spans: u64, logs: u64) -> Value {
     let span_parts = crate::server::dir_bytes(&server.data_dir.join("parts").join("spans"));
     let total = crate::server::dir_bytes(&server.data_dir);
     json!({
         "bytes_on_disk": total,
         "span_part_bytes": span_parts,
-        "span_bytes_per_span": span_parts as f64 / exp.spans.max(1) as f64,
-        "bytes_per_record": total as f64 / (exp.spans + exp.logs).max(1) as f64,
+        "span_bytes_per_span": span_parts as f64 / spans.max(1) as f64,
+        "bytes_per_record": total as f64 / (spans + logs).max(1) as f64,
         "wal_bytes": stats["wal_bytes"],
         "hot_records": stats["hot_records"],
     })
@@ -429,7 +576,7 @@ fn query_phase(api: &str, c: &Corpus, exp: &Expected, end_ns: u64, args: &E2eArg
     let mut q = Timed {
         http: crate::http1::Connection::new(api)?,
     };
-    let total = args.trace_queries + args.attr_queries + 20 * 5 + 10 + 200;
+    let total = args.trace_queries + args.attr_queries + 20 * 6 + 10 + 200;
     let pb = bar(total as u64, "queries");
     // The floor under every figure below: a round trip to the server's
     // cheapest endpoint on the same connection.
@@ -535,6 +682,7 @@ fn query_phase(api: &str, c: &Corpus, exp: &Expected, end_ns: u64, args: &E2eArg
     }
     let mut sev = Samples::default();
     let mut body = Samples::default();
+    let mut text = Samples::default();
     if exp.logs > 0 {
         for _ in 0..20 {
             let v = q.get("/api/v1/logs?severity=error&limit=100", &mut sev)?;
@@ -563,6 +711,10 @@ fn query_phase(api: &str, c: &Corpus, exp: &Expected, end_ns: u64, args: &E2eArg
             check(got == exp.body_matches, || {
                 format!("body search: {} logs, expected {}", got.len(), exp.body_matches.len())
             })?;
+            pb.inc(1);
+        }
+        for _ in 0..20 {
+            text_query(&mut q, expected::TEXT_WORD, 100, &exp.text_matches, &mut text)?;
             pb.inc(1);
         }
     }
@@ -606,6 +758,203 @@ fn query_phase(api: &str, c: &Corpus, exp: &Expected, end_ns: u64, args: &E2eArg
         "duration_filter": summary(&duration),
         "logs_severity": summary(&sev),
         "logs_body": summary(&body),
+        "logs_text": summary(&text),
+        "logs_text_word": expected::TEXT_WORD,
         "cli_get_trace": summary(&cli),
+    }))
+}
+
+fn summary(s: &Samples) -> Value {
+    if s.is_empty() {
+        Value::Null
+    } else {
+        serde_json::to_value(s.summary()).unwrap_or(Value::Null)
+    }
+}
+
+/// `GET /api/v1/logs?text=WORD&limit=N`, checked: every hit's body holds
+/// the word as a whole word, and the hits are exactly `want` (newest first).
+fn text_query(q: &mut Timed, word: &str, limit: usize, want: &[SpanKey], samples: &mut Samples) -> Result<(), String> {
+    let v = q.get(&format!("/api/v1/logs?text={word}&limit={limit}"), samples)?;
+    let logs = v["logs"].as_array().ok_or("no logs")?;
+    for l in logs {
+        let body = l["body"].as_str().unwrap_or_default();
+        check(agent::contains_word(body, word), || {
+            format!("text={word}: a hit without it: {body:?}")
+        })?;
+    }
+    let mut got: Vec<SpanKey> = logs.iter().map(log_key).collect::<Result<_, _>>()?;
+    got.sort_unstable_by(|a, b| b.cmp(a));
+    check(got == want, || {
+        format!(
+            "text={word}: {} logs, first {:?}, expected {} first {:?}",
+            got.len(),
+            got.first(),
+            want.len(),
+            want.first()
+        )
+    })
+}
+
+fn spans_of(v: &Value) -> Result<Vec<SpanKey>, String> {
+    v["spans"].as_array().ok_or("no spans")?.iter().map(span_key).collect()
+}
+
+fn check_services(v: &Value, by_service: &std::collections::HashMap<String, u64>) -> Result<(), String> {
+    let list = v["services"].as_array().ok_or("no services")?;
+    check(list.len() == by_service.len(), || {
+        format!("{} services, expected {}", list.len(), by_service.len())
+    })?;
+    for s in list {
+        let name = s["service"].as_str().unwrap_or_default();
+        let want = by_service.get(name).copied().unwrap_or(0);
+        check(s["spans"].as_u64() == Some(want), || {
+            format!("service {name}: {} spans, expected {want}", s["spans"])
+        })?;
+    }
+    Ok(())
+}
+
+fn agent_query_phase(
+    api: &str,
+    c: &AgentCorpus,
+    exp: &AgentExpected,
+    end_ns: u64,
+    args: &E2eArgs,
+) -> Result<Value, String> {
+    let mut q = Timed {
+        http: crate::http1::Connection::new(api)?,
+    };
+    let model_queries = 4 * exp.by_model.len();
+    let total = args.trace_queries + exp.users.len() + model_queries + 20 * 5 + 200;
+    let pb = bar(total as u64, "queries (agent corpus)");
+    let mut floor = Samples::default();
+    for _ in 0..200 {
+        q.get_raw("/healthz", &mut floor)?;
+        pb.inc(1);
+    }
+    let mut traces = Samples::default();
+    for i in 0..args.trace_queries {
+        let t = (i as u64 * c.traces / args.trace_queries as u64).min(c.traces - 1);
+        let id = c.trace_id(t).to_hex();
+        let v = q.get(&format!("/api/v1/traces/{id}"), &mut traces)?;
+        let mut got: Vec<String> = v["spans"]
+            .as_array()
+            .ok_or("no spans")?
+            .iter()
+            .filter_map(|s| s["span_id"].as_str().map(str::to_string))
+            .collect();
+        got.sort();
+        let mut want: Vec<String> = c.trace(t).iter().map(|s| s.span_id.to_hex()).collect();
+        want.sort();
+        check(got == want, || {
+            format!("trace {id}: {} spans, expected {}", got.len(), want.len())
+        })?;
+        pb.inc(1);
+    }
+    // High cardinality: one user's spans (a trace or a few).
+    let mut users = Samples::default();
+    for (user, want) in &exp.users {
+        let v = q.get(
+            &format!("/api/v1/spans?attr.{}={user}&limit=100", agent::USER_KEY),
+            &mut users,
+        )?;
+        let got = spans_of(&v)?;
+        check(&got == want, || {
+            format!("user.id={user}: {} spans, expected {}", got.len(), want.len())
+        })?;
+        pb.inc(1);
+    }
+    // Low cardinality, limit binding: LLM spans of one model.
+    let mut models = Samples::default();
+    for i in 0..model_queries {
+        let m = i % exp.by_model.len();
+        let name = agent::MODELS[m].0;
+        let v = q.get(
+            &format!("/api/v1/spans?attr.{}={name}&limit=100", agent::MODEL_KEY),
+            &mut models,
+        )?;
+        let got = spans_of(&v)?;
+        let want = &exp.by_model[m];
+        check(&got == want, || {
+            format!(
+                "model {name}: {} spans, first {:?}, expected {} first {:?}",
+                got.len(),
+                got.first(),
+                want.len(),
+                want.first()
+            )
+        })?;
+        pb.inc(1);
+    }
+    let mut services = Samples::default();
+    for _ in 0..20 {
+        let v = q.get("/api/v1/services", &mut services)?;
+        check_services(&v, &exp.by_service)?;
+        pb.inc(1);
+    }
+    let mut summarize = Samples::default();
+    for _ in 0..20 {
+        let since = end_ns - HOUR_NS;
+        let v = q.get(&format!("/api/v1/summary?since={since}&until={end_ns}"), &mut summarize)?;
+        for (k, want) in [
+            ("spans", exp.spans),
+            ("error_spans", exp.error_spans),
+            ("logs", exp.logs),
+        ] {
+            check(v[k].as_u64() == Some(want), || {
+                format!("summary {k} {} expected {want}", v[k])
+            })?;
+        }
+        pb.inc(1);
+    }
+    let mut sev = Samples::default();
+    let mut common = Samples::default();
+    let mut rare = Samples::default();
+    if exp.logs > 0 {
+        for _ in 0..20 {
+            let v = q.get("/api/v1/logs?severity=error&limit=100", &mut sev)?;
+            let mut got: Vec<SpanKey> = v["logs"]
+                .as_array()
+                .ok_or("no logs")?
+                .iter()
+                .map(log_key)
+                .collect::<Result<_, _>>()?;
+            got.sort_unstable_by(|a, b| b.cmp(a));
+            check(got == exp.error_logs, || {
+                format!("severity filter: {} logs, expected {}", got.len(), exp.error_logs.len())
+            })?;
+            pb.inc(1);
+        }
+        let planted = c.rare_word_count(0..exp.logs);
+        check(planted == exp.rare_word.len() as u64, || {
+            format!(
+                "the generator planted {planted} rare words, the bodies hold {}",
+                exp.rare_word.len()
+            )
+        })?;
+        for _ in 0..20 {
+            text_query(&mut q, AgentCorpus::common_word(), 100, &exp.common_word, &mut common)?;
+            pb.inc(1);
+        }
+        for _ in 0..20 {
+            text_query(&mut q, agent::RARE_WORD, 1000, &exp.rare_word, &mut rare)?;
+            pb.inc(1);
+        }
+    }
+    pb.finish_and_clear();
+    Ok(json!({
+        "http_floor": summary(&floor),
+        "trace_by_id": summary(&traces),
+        "attribute_filter": summary(&users),
+        "attribute_filter_model": summary(&models),
+        "services": summary(&services),
+        "summarize": summary(&summarize),
+        "logs_severity": summary(&sev),
+        "logs_text": summary(&common),
+        "logs_text_word": AgentCorpus::common_word(),
+        "logs_text_rare": summary(&rare),
+        "logs_text_rare_word": agent::RARE_WORD,
+        "logs_text_rare_hits": exp.rare_word.len(),
     }))
 }

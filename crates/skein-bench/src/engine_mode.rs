@@ -12,6 +12,7 @@ use serde_json::json;
 use skein_engine::{AttrFilter, AttrScope, Engine, EngineOptions, SpanQuery, Window};
 use skein_model::Span;
 use skein_model::corpus::Corpus;
+use skein_model::corpus::agent::{self, AgentCorpus};
 
 use crate::e2e::bar;
 use crate::machine::Machine;
@@ -42,6 +43,55 @@ pub struct EngineArgs {
     /// by ±15%). Queries run on the last round's data.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
+    /// Which corpus: each writes its own report entry (`engine`,
+    /// `engine_agent`).
+    #[arg(long, value_enum, default_value_t = crate::e2e::CorpusChoice::Both)]
+    pub corpus: crate::e2e::CorpusChoice,
+}
+
+/// The corpus an engine run ingests.
+pub enum EngineCorpus {
+    Canonical(Corpus),
+    Agent(AgentCorpus),
+}
+
+impl EngineCorpus {
+    pub fn new(agent: bool, spans: u64, end_ns: u64) -> EngineCorpus {
+        if agent {
+            EngineCorpus::Agent(AgentCorpus::new(spans, end_ns))
+        } else {
+            EngineCorpus::Canonical(Corpus::new(spans, end_ns))
+        }
+    }
+    pub fn traces(&self) -> u64 {
+        match self {
+            EngineCorpus::Canonical(c) => c.traces,
+            EngineCorpus::Agent(c) => c.traces,
+        }
+    }
+    pub fn span_count(&self) -> u64 {
+        match self {
+            EngineCorpus::Canonical(c) => c.span_count(),
+            EngineCorpus::Agent(c) => c.span_count(),
+        }
+    }
+    pub fn spans(&self, r: std::ops::Range<u64>) -> Vec<Span> {
+        match self {
+            EngineCorpus::Canonical(c) => c.spans(r),
+            EngineCorpus::Agent(c) => c.spans(r),
+        }
+    }
+    /// Traces per batch of about `batch` spans.
+    pub fn per_batch(&self, batch: u64) -> u64 {
+        let mean = self.span_count() as f64 / self.traces().max(1) as f64;
+        ((batch as f64 / mean).round() as u64).max(1)
+    }
+    fn name(&self) -> &'static str {
+        match self {
+            EngineCorpus::Canonical(_) => "canonical",
+            EngineCorpus::Agent(_) => "agent",
+        }
+    }
 }
 
 /// Arguments of the memory probe child (`skein-bench engine-memory`).
@@ -60,6 +110,8 @@ pub struct MemoryArgs {
     /// Only reopen `dir` and report resident memory.
     #[arg(long)]
     pub reopen: bool,
+    #[arg(long)]
+    pub agent: bool,
 }
 
 fn open(dir: &std::path::Path, durability: &str) -> Result<Engine, String> {
@@ -112,6 +164,16 @@ fn ingest_concurrently(
 }
 
 pub fn run(args: &EngineArgs) -> Result<(), String> {
+    if args.corpus.canonical() {
+        run_corpus(args, false)?;
+    }
+    if args.corpus.agent() {
+        run_corpus(args, true)?;
+    }
+    Ok(())
+}
+
+fn run_corpus(args: &EngineArgs, agent_corpus: bool) -> Result<(), String> {
     let machine = Machine::probe();
     let tmp = tempfile::Builder::new()
         .prefix("skein-engine-bench-")
@@ -124,9 +186,9 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
     let memory = if args.no_memory_probe {
         serde_json::Value::Null
     } else {
-        memory_probe(args)?
+        memory_probe(args, agent_corpus)?
     };
-    let corpus = Corpus::new(args.spans, now_ns());
+    let corpus = EngineCorpus::new(agent_corpus, args.spans, now_ns());
     let rounds = args.rounds.max(1);
     let mut measured = Vec::with_capacity(rounds);
     let mut last = None;
@@ -181,7 +243,7 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
 
     let result = json!({
         "machine": machine.finish(),
-        "params": {"spans": corpus.span_count(), "batch": args.batch, "writers": args.writers, "durability": args.durability, "rounds": rounds},
+        "params": {"spans": corpus.span_count(), "traces": corpus.traces(), "corpus": corpus.name(), "batch": args.batch, "writers": args.writers, "durability": args.durability, "rounds": rounds},
         "results": {
             "ingest_spans_per_sec": median.spans_per_sec,
             "ingest_rounds_spans_per_sec": all_rates,
@@ -203,7 +265,8 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
             "queries_compacted": queries_compacted,
         },
     });
-    crate::report::write(&args.out, "engine", result)
+    let mode = if agent_corpus { "engine_agent" } else { "engine" };
+    crate::report::write(&args.out, mode, result)
 }
 
 /// Writes back every dirty page of every filesystem (`sync`), so a round
@@ -228,12 +291,13 @@ struct Round {
 
 /// Ingests the whole corpus into a new engine on `dir`, timing only the
 /// ingest (batches are generated before, and held in memory).
-fn ingest_round(args: &EngineArgs, corpus: &Corpus, dir: &std::path::Path) -> Result<(Engine, Round), String> {
-    let per = (args.batch / corpus.spans_per_trace).max(1);
+fn ingest_round(args: &EngineArgs, corpus: &EngineCorpus, dir: &std::path::Path) -> Result<(Engine, Round), String> {
+    let per = corpus.per_batch(args.batch);
+    let traces = corpus.traces();
     let pb = bar(corpus.span_count(), "generating batches");
-    let batches: Vec<Mutex<Option<Vec<Span>>>> = (0..corpus.traces.div_ceil(per))
+    let batches: Vec<Mutex<Option<Vec<Span>>>> = (0..traces.div_ceil(per))
         .map(|b| {
-            let spans = corpus.spans(b * per..((b + 1) * per).min(corpus.traces));
+            let spans = corpus.spans(b * per..((b + 1) * per).min(traces));
             pb.inc(spans.len() as u64);
             Mutex::new(Some(spans))
         })
@@ -266,7 +330,7 @@ fn ingest_round(args: &EngineArgs, corpus: &Corpus, dir: &std::path::Path) -> Re
 /// Runs the memory probe: `skein-bench engine-memory` twice, on one temp
 /// data dir — ingest + compaction, then a fresh process that only reopens
 /// it — and returns both reports.
-fn memory_probe(args: &EngineArgs) -> Result<serde_json::Value, String> {
+fn memory_probe(args: &EngineArgs, agent_corpus: bool) -> Result<serde_json::Value, String> {
     let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
     let tmp = tempfile::Builder::new()
         .prefix("skein-engine-memory-")
@@ -285,6 +349,9 @@ fn memory_probe(args: &EngineArgs) -> Result<serde_json::Value, String> {
             .stderr(std::process::Stdio::inherit());
         if reopen {
             cmd.arg("--reopen");
+        }
+        if agent_corpus {
+            cmd.arg("--agent");
         }
         let out = cmd.output().map_err(|e| format!("memory probe: {e}"))?;
         if !out.status.success() {
@@ -329,14 +396,15 @@ pub fn memory(args: &MemoryArgs) -> Result<(), String> {
         );
         return Ok(());
     }
-    let corpus = Corpus::new(args.spans, now_ns());
-    let per = (args.batch / corpus.spans_per_trace).max(1);
+    let corpus = EngineCorpus::new(args.agent, args.spans, now_ns());
+    let per = corpus.per_batch(args.batch);
+    let traces = corpus.traces();
     let engine = open(&args.dir, &args.durability)?;
-    let generate = |b: u64| Ok(corpus.spans(b * per..((b + 1) * per).min(corpus.traces)));
+    let generate = |b: u64| Ok(corpus.spans(b * per..((b + 1) * per).min(traces)));
     ingest_concurrently(
         &engine,
         args.writers,
-        corpus.traces.div_ceil(per),
+        traces.div_ceil(per),
         &generate,
         &indicatif::ProgressBar::hidden(),
     )?;
@@ -356,7 +424,95 @@ pub fn memory(args: &MemoryArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn measure_queries(engine: &Engine, c: &Corpus) -> Result<serde_json::Value, String> {
+fn measure_queries(engine: &Engine, c: &EngineCorpus) -> Result<serde_json::Value, String> {
+    match c {
+        EngineCorpus::Canonical(c) => measure_canonical_queries(engine, c),
+        EngineCorpus::Agent(c) => measure_agent_queries(engine, c),
+    }
+}
+
+/// The agent corpus's queries, each answer checked against the generator.
+fn measure_agent_queries(engine: &Engine, c: &AgentCorpus) -> Result<serde_json::Value, String> {
+    let attr_of = |s: &Span, key: &str| {
+        s.attributes
+            .iter()
+            .find(|kv| kv.key == key)
+            .and_then(|kv| kv.value.as_str().map(str::to_string))
+    };
+    let mut get = Samples::default();
+    for i in 0..200u64 {
+        let t = i * c.traces / 200;
+        let s = Instant::now();
+        let r = engine.get_trace(c.trace_id(t)).map_err(|e| e.to_string())?;
+        get.push(s.elapsed());
+        if r.spans.len() as u64 != c.trace_len(t) {
+            return Err(format!(
+                "trace {t}: {} spans, expected {}",
+                r.spans.len(),
+                c.trace_len(t)
+            ));
+        }
+    }
+    let mut users = Samples::default();
+    for i in 0..100u64 {
+        let t = i * c.traces / 100;
+        let user = AgentCorpus::user_value(c.user_of(t));
+        let q = SpanQuery {
+            attributes: vec![AttrFilter::eq(AttrScope::Record, agent::USER_KEY, user.clone())],
+            limit: 100,
+            ..Default::default()
+        };
+        let s = Instant::now();
+        let r = engine.search_spans(&q).map_err(|e| e.to_string())?;
+        users.push(s.elapsed());
+        let n = r.records.len() as u64;
+        let all_match = r
+            .records
+            .iter()
+            .all(|s| attr_of(s, agent::USER_KEY).as_deref() == Some(user.as_str()));
+        let has_trace = r.records.iter().filter(|s| s.trace_id == c.trace_id(t)).count() as u64;
+        if !all_match || (n < 100 && has_trace != c.trace_len(t)) {
+            return Err(format!(
+                "user {user}: {n} spans, {has_trace} of trace {t} ({} spans)",
+                c.trace_len(t)
+            ));
+        }
+    }
+    let mut models = Samples::default();
+    for i in 0..50usize {
+        let model = agent::MODELS[i % agent::MODELS.len()].0;
+        let q = SpanQuery {
+            attributes: vec![AttrFilter::eq(AttrScope::Record, agent::MODEL_KEY, model)],
+            limit: 100,
+            ..Default::default()
+        };
+        let s = Instant::now();
+        let r = engine.search_spans(&q).map_err(|e| e.to_string())?;
+        models.push(s.elapsed());
+        let ok = r
+            .records
+            .iter()
+            .all(|s| attr_of(s, agent::MODEL_KEY).as_deref() == Some(model));
+        if !ok || (c.span_count() > 100_000 && r.records.len() != 100) {
+            return Err(format!("model {model}: {} spans", r.records.len()));
+        }
+    }
+    let mut services = Samples::default();
+    for _ in 0..20 {
+        let s = Instant::now();
+        let (r, _) = engine.services(Window::ALL).map_err(|e| e.to_string())?;
+        services.push(s.elapsed());
+        let total: u64 = r.iter().map(|s| s.spans).sum();
+        if total != c.span_count() {
+            return Err(format!("services count {total} spans, expected {}", c.span_count()));
+        }
+    }
+    Ok(
+        json!({"get_trace": get.summary(), "attribute_search": users.summary(), "attribute_search_model": models.summary(), "services": services.summary()}),
+    )
+}
+
+fn measure_canonical_queries(engine: &Engine, c: &Corpus) -> Result<serde_json::Value, String> {
     let mut get = Samples::default();
     for i in 0..200u64 {
         let t = i * c.traces / 200;

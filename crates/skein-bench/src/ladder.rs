@@ -13,11 +13,11 @@ use skein_model::metric::{MetricDesc, MetricKind, Number, PointValue};
 use skein_model::{KeyValue, MetricPoint, Resource, Scope};
 
 use crate::e2e::bar;
-use crate::expected;
+use crate::expected::{self, TopN};
 use crate::load::{self, Payload, Protocol, Target};
 use crate::machine::Machine;
 use crate::server::{SkeinProcess, get_json};
-use crate::stats::{Samples, median};
+use crate::stats::median;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct LadderArgs {
@@ -93,8 +93,13 @@ fn metric_points(range: std::ops::Range<u64>, end_ns: u64, total: u64) -> Vec<Me
         .collect()
 }
 
-fn fill(target: &Target, clients: usize, path: &'static str, payloads: Vec<Payload>, what: &str) -> Result<(), String> {
-    let pb = bar(payloads.iter().map(|p| p.records).sum(), what);
+fn fill(
+    target: &Target,
+    clients: usize,
+    path: &'static str,
+    payloads: Vec<Payload>,
+    pb: Option<indicatif::ProgressBar>,
+) -> Result<(), String> {
     let r = load::run(
         target,
         Protocol::OtlpHttpProtobuf,
@@ -102,13 +107,164 @@ fn fill(target: &Target, clients: usize, path: &'static str, payloads: Vec<Paylo
         Arc::new(payloads),
         clients,
         None,
-        Some(pb.clone()),
+        pb,
     )?;
-    pb.finish_and_clear();
     if r.errors > 0 {
-        return Err(format!("{what}: {} requests failed: {:?}", r.errors, r.first_error));
+        return Err(format!("{path}: {} requests failed: {:?}", r.errors, r.first_error));
     }
     Ok(())
+}
+
+/// Traces generated and sent at a time (1M spans, 1M logs, 1M points).
+const CHUNK_TRACES: u64 = 100_000;
+const METRIC_LIMIT: u64 = 10_000;
+
+enum Needle {
+    Substring(&'static str),
+    Word(&'static str),
+}
+
+impl Needle {
+    fn matches(&self, body: &str) -> bool {
+        match self {
+            Needle::Substring(n) => body.to_lowercase().contains(&n.to_lowercase()),
+            Needle::Word(w) => skein_model::corpus::agent::contains_word(body, w),
+        }
+    }
+}
+
+/// How a dashboard query's answer is checked.
+enum Check {
+    Services,
+    Operations,
+    Summary(u64),
+    Logs(Needle),
+    Trace(u64),
+    Points,
+}
+
+/// The expected answers of the dashboard queries, kept while generating.
+#[derive(Default)]
+struct Streaming {
+    by_service: std::collections::HashMap<String, u64>,
+    body: Option<TopN>,
+    text: Option<TopN>,
+    /// Points of the queried series (svc-03, host-0).
+    series_points: u64,
+}
+
+impl Streaming {
+    fn add_spans(&mut self, spans: &[skein_model::Span]) {
+        for s in spans {
+            *self.by_service.entry(s.service_name().to_string()).or_default() += 1;
+        }
+    }
+    fn add_logs(&mut self, logs: &[skein_model::LogRecord]) {
+        let body = self.body.get_or_insert_with(|| TopN::new(100));
+        let text = self.text.get_or_insert_with(|| TopN::new(100));
+        for l in logs {
+            let b = l.body.as_str().unwrap_or_default();
+            if Needle::Substring(expected::BODY_NEEDLE).matches(b) {
+                body.push(expected::log_key(l));
+            }
+            if Needle::Word(expected::TEXT_WORD).matches(b) {
+                text.push(expected::log_key(l));
+            }
+        }
+    }
+    fn add_points(&mut self, pts: &[MetricPoint]) {
+        let svc = skein_model::corpus::service_name(3);
+        self.series_points += pts
+            .iter()
+            .filter(|p| {
+                p.resource.service_name() == svc
+                    && p.attributes.first().and_then(|kv| kv.value.as_str()) == Some("host-0")
+            })
+            .count() as u64;
+    }
+
+    fn check(&self, check: &Check, v: &Value, corpus: &Corpus) -> Result<(), String> {
+        match check {
+            Check::Services => {
+                let list = v["services"].as_array().ok_or("no services")?;
+                for s in list {
+                    let name = s["service"].as_str().unwrap_or_default();
+                    let want = self.by_service.get(name).copied().unwrap_or(0);
+                    if s["spans"].as_u64() != Some(want) {
+                        return Err(format!("service {name}: {} spans, expected {want}", s["spans"]));
+                    }
+                }
+                if list.len() != self.by_service.len() {
+                    return Err(format!("{} services, expected {}", list.len(), self.by_service.len()));
+                }
+            }
+            Check::Operations => {
+                let ops = v["operations"].as_array().ok_or("no operations")?;
+                if ops.is_empty() {
+                    return Err("no operations".into());
+                }
+            }
+            Check::Summary(level) => {
+                for k in ["spans", "logs"] {
+                    if v[k].as_u64() != Some(*level) {
+                        return Err(format!("summary {k} {}, expected {level}", v[k]));
+                    }
+                }
+            }
+            Check::Logs(needle) => {
+                let logs = v["logs"].as_array().ok_or("no logs")?;
+                let mut got = Vec::with_capacity(logs.len());
+                for l in logs {
+                    let body = l["body"].as_str().unwrap_or_default();
+                    if !needle.matches(body) {
+                        return Err(format!("a hit without the needle: {body:?}"));
+                    }
+                    got.push((
+                        l["time_unix_nano"].as_u64().ok_or("log without time")?,
+                        u128::from_str_radix(l["trace_id"].as_str().unwrap_or("0"), 16).unwrap_or(0),
+                        u64::from_str_radix(l["span_id"].as_str().unwrap_or("0"), 16).unwrap_or(0),
+                    ));
+                }
+                got.sort_unstable_by(|a, b| b.cmp(a));
+                let top = match needle {
+                    Needle::Substring(_) => &self.body,
+                    Needle::Word(_) => &self.text,
+                };
+                let want = top.as_ref().map(TopN::sorted).unwrap_or_default();
+                if got != want {
+                    return Err(format!(
+                        "{} logs, first {:?}; expected {}, first {:?}",
+                        got.len(),
+                        got.first(),
+                        want.len(),
+                        want.first()
+                    ));
+                }
+            }
+            Check::Trace(t) => {
+                let mut got: Vec<&str> = v["spans"]
+                    .as_array()
+                    .ok_or("no spans")?
+                    .iter()
+                    .filter_map(|s| s["span_id"].as_str())
+                    .collect();
+                got.sort_unstable();
+                let mut want: Vec<String> = corpus.trace(*t).iter().map(|s| s.span_id.to_hex()).collect();
+                want.sort_unstable();
+                if got != want {
+                    return Err(format!("trace {t}: {} spans, expected {}", got.len(), want.len()));
+                }
+            }
+            Check::Points => {
+                let n = v["points"].as_array().ok_or("no points")?.len() as u64;
+                let want = self.series_points.min(METRIC_LIMIT);
+                if n != want {
+                    return Err(format!("{n} points, expected {want}"));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 pub fn run(args: &LadderArgs) -> Result<(), String> {
@@ -142,71 +298,109 @@ pub fn run(args: &LadderArgs) -> Result<(), String> {
     let mut filled = 0u64;
     let mut results: Vec<Value> = Vec::new();
     let mut cliff = Value::from(format!("none up to {} rows per signal", args.max_level));
+    // Expected answers, kept as the data is generated: counts and the
+    // newest 100 of each search, so memory stays flat whatever the level.
+    let mut exp = Streaming::default();
     for &level in &levels {
         // Spans: traces [filled/10, level/10); logs: 10 per trace; metrics.
+        // Generated, encoded and sent a chunk at a time.
         let (t0, t1) = (filled / corpus.spans_per_trace, level / corpus.spans_per_trace);
-        let mut span_payloads = Vec::new();
-        let mut log_payloads = Vec::new();
-        let mut t = t0;
-        let pb = bar(level - filled, "encoding level");
-        while t < t1 {
-            let end = (t + 100).min(t1);
-            span_payloads.push(load::encode(Protocol::OtlpHttpProtobuf, &corpus.spans(t..end)));
-            let logs: Vec<_> = (t..end).flat_map(|x| corpus.trace_logs(x)).collect();
-            log_payloads.push(Payload {
-                records: logs.len() as u64,
-                body: skein_model::otlp::logs_to_otlp(&logs).encode_to_vec().into(),
-            });
-            pb.inc((end - t) * corpus.spans_per_trace);
-            t = end;
+        let pb = bar(level - filled, "filling (spans, logs, metrics)");
+        let mut c0 = t0;
+        while c0 < t1 {
+            let c1 = (c0 + CHUNK_TRACES).min(t1);
+            let mut span_payloads = Vec::new();
+            let mut log_payloads = Vec::new();
+            let mut t = c0;
+            while t < c1 {
+                let end = (t + 100).min(c1);
+                let spans = corpus.spans(t..end);
+                exp.add_spans(&spans);
+                span_payloads.push(load::encode(Protocol::OtlpHttpProtobuf, &spans));
+                let logs: Vec<_> = (t..end).flat_map(|x| corpus.trace_logs(x)).collect();
+                exp.add_logs(&logs);
+                log_payloads.push(Payload {
+                    records: logs.len() as u64,
+                    body: skein_model::otlp::logs_to_otlp(&logs).encode_to_vec().into(),
+                });
+                t = end;
+            }
+            let (m0, m1) = (c0 * corpus.spans_per_trace, c1 * corpus.spans_per_trace);
+            let metric_payloads: Vec<Payload> = (m0..m1)
+                .step_by(1000)
+                .map(|i| {
+                    let pts = metric_points(i..(i + 1000).min(m1), now, max);
+                    exp.add_points(&pts);
+                    Payload {
+                        records: pts.len() as u64,
+                        body: skein_model::otlp::metrics_to_otlp(&pts).encode_to_vec().into(),
+                    }
+                })
+                .collect();
+            fill(&target, args.clients, "/v1/traces", span_payloads, None)?;
+            fill(&target, args.clients, "/v1/logs", log_payloads, None)?;
+            fill(&target, args.clients, "/v1/metrics", metric_payloads, None)?;
+            pb.inc(m1 - m0);
+            c0 = c1;
         }
         pb.finish_and_clear();
-        let metric_payloads: Vec<Payload> = (filled..level)
-            .step_by(1000)
-            .map(|i| {
-                let pts = metric_points(i..(i + 1000).min(level), now, max);
-                Payload {
-                    records: pts.len() as u64,
-                    body: skein_model::otlp::metrics_to_otlp(&pts).encode_to_vec().into(),
-                }
-            })
-            .collect();
-        fill(&target, args.clients, "/v1/traces", span_payloads, "filling spans")?;
-        fill(&target, args.clients, "/v1/logs", log_payloads, "filling logs")?;
-        fill(&target, args.clients, "/v1/metrics", metric_payloads, "filling metrics")?;
         filled = level;
         wait_count(&target.api, level)?;
 
-        let trace = corpus.trace_id(t1.saturating_sub(1) / 2).to_hex();
+        let trace_index = t1.saturating_sub(1) / 2;
+        let trace = corpus.trace_id(trace_index).to_hex();
         let needle = expected::BODY_NEEDLE.replace(' ', "%20").replace(':', "%3A");
-        let queries: Vec<(&str, String)> = vec![
-            ("services RED", "/api/v1/services".into()),
-            ("per-operation percentiles", format!("/api/v1/services/{}/operations", skein_model::corpus::service_name(3))),
-            ("logs by severity", "/api/v1/summary?since=0".into()),
-            ("log body search", format!("/api/v1/logs?body_contains={needle}&limit=100")),
-            ("trace lookup", format!("/api/v1/traces/{trace}")),
+        let queries: Vec<(&str, String, Check)> = vec![
+            ("services RED", "/api/v1/services".into(), Check::Services),
+            (
+                "per-operation percentiles",
+                format!("/api/v1/services/{}/operations", skein_model::corpus::service_name(3)),
+                Check::Operations,
+            ),
+            (
+                "logs by severity",
+                "/api/v1/summary?since=0".into(),
+                Check::Summary(level),
+            ),
+            (
+                "log body search",
+                format!("/api/v1/logs?body_contains={needle}&limit=100"),
+                Check::Logs(Needle::Substring(expected::BODY_NEEDLE)),
+            ),
+            (
+                "log full-text search",
+                format!("/api/v1/logs?text={}&limit=100", expected::TEXT_WORD),
+                Check::Logs(Needle::Word(expected::TEXT_WORD)),
+            ),
+            (
+                "trace lookup",
+                format!("/api/v1/traces/{trace}"),
+                Check::Trace(trace_index),
+            ),
             (
                 "metric series over time",
-                "/api/v1/metrics?name=http.server.active_requests&resource.service.name=svc-03&attr.host.name=host-0&limit=10000"
-                    .into(),
+                format!(
+                    "/api/v1/metrics?name=http.server.active_requests&resource.service.name={}&attr.host.name=host-0&limit={METRIC_LIMIT}",
+                    skein_model::corpus::service_name(3)
+                ),
+                Check::Points,
             ),
         ];
         let mut qs = Vec::new();
         let mut level_pass = true;
-        for (name, path) in &queries {
-            let mut s = Samples::default();
+        for (name, path, check) in &queries {
             let mut times = Vec::new();
             for _ in 0..3 {
                 let t = Instant::now();
-                get_json(&format!("{}{path}", target.api))?;
-                let d = t.elapsed();
-                s.push(d);
-                times.push(d.as_secs_f64() * 1000.0);
+                let v = get_json(&format!("{}{path}", target.api))?;
+                times.push(t.elapsed().as_secs_f64() * 1000.0);
+                exp.check(check, &v, &corpus)
+                    .map_err(|e| format!("level {level}, {name}: wrong answer: {e}"))?;
             }
             let m = median(times.clone());
             let pass = m <= args.budget_seconds * 1000.0;
             level_pass &= pass;
-            qs.push(json!({"name": name, "median_ms": m, "runs_ms": times, "pass": pass}));
+            qs.push(json!({"name": name, "median_ms": m, "runs_ms": times, "pass": pass, "verified": true}));
         }
         eprintln!("level {level}: {}", if level_pass { "pass" } else { "FAIL" });
         results.push(json!({"rows": level, "queries": qs, "pass": level_pass}));

@@ -12,6 +12,7 @@ mod matrix;
 mod report;
 mod server;
 mod stats;
+mod text_mode;
 
 use std::process::ExitCode;
 
@@ -41,6 +42,9 @@ enum Mode {
     Ladder(ladder::LadderArgs),
     /// The storage engine in process: ingest, disk, memory, queries.
     Engine(engine_mode::EngineArgs),
+    /// Full-text search over the agent corpus's logs, in process: ingest
+    /// with the index on and off, a rare and a common word, index size.
+    Text(text_mode::TextArgs),
     /// (Internal) the engine's memory probe, run by `engine` as a child.
     #[command(hide = true)]
     EngineMemory(engine_mode::MemoryArgs),
@@ -55,6 +59,7 @@ fn main() -> ExitCode {
         Mode::IngestMatrix(a) => matrix::run(a),
         Mode::Ladder(a) => ladder::run(a),
         Mode::Engine(a) => engine_mode::run(a),
+        Mode::Text(a) => text_mode::run(a),
         Mode::EngineMemory(a) => engine_mode::memory(a),
     };
     match r {

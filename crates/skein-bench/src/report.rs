@@ -79,18 +79,132 @@ fn latency_table(rows: &[(&str, &Value)]) -> String {
     s
 }
 
+/// The agent corpus, described from its report entry.
+fn agent_corpus_line(c: &Value) -> String {
+    format!(
+        "- Corpus: the **agent corpus**, {} spans ({} traces of 1 to {} spans, heavy-tailed, mean {}; {} services drawn Zipf-wise, s = {}; start times at random over the last hour; `user.id` over {} users), {} LLM spans (GenAI semconv: chat, provider, model, token usage, `gen_ai.input.messages` of 1–20 KiB from 4 shared system prompts plus a unique user turn, a shorter `gen_ai.output.messages`), {} error spans with Python/Java/Go stack traces in `exception` events; {} log records (2 per trace; error logs carry the stack trace; bodies draw words Zipf-wise from a vocabulary, `{}` in {} of them, the planted rare word `{}` in {})\n",
+        thousands(&c["spans"]),
+        thousands(&c["traces"]),
+        c["max_spans_per_trace"],
+        f(&c["mean_spans_per_trace"], 2),
+        c["services"],
+        c["service_zipf_s"],
+        thousands(&c["users"]),
+        thousands(&c["llm_spans"]),
+        thousands(&c["error_spans"]),
+        thousands(&c["logs"]),
+        f(&c["common_word"], 0),
+        thousands(&c["common_word_logs"]),
+        f(&c["rare_word"], 0),
+        thousands(&c["rare_word_logs"]),
+    )
+}
+
+/// The headline figures of both corpora side by side.
+fn render_comparison(canonical: Option<&Value>, agent: Option<&Value>) -> String {
+    let mut s = String::from(
+        "### Canonical and agent corpora side by side (`skein-bench e2e`)\n\n| metric | canonical | agent |\n|---|---:|---:|\n",
+    );
+    let spans = |v: Option<&Value>| {
+        v.map(|v| thousands(&v["corpus"]["spans"]))
+            .unwrap_or_else(|| "—".into())
+    };
+    s.push_str(&format!(
+        "| spans in the corpus | {} | {} |\n",
+        spans(canonical),
+        spans(agent)
+    ));
+    let get = |v: Option<&Value>, path: &[&str], digits: Option<usize>| -> String {
+        let Some(mut x) = v.map(|v| &v["results"]) else {
+            return "—".into();
+        };
+        for p in path {
+            x = &x[*p];
+        }
+        if x.is_null() {
+            return "—".into();
+        }
+        match digits {
+            Some(d) => f(x, d),
+            None => thousands(x),
+        }
+    };
+    let rows: &[(&str, &[&str], Option<usize>)] = &[
+        (
+            "span ingest over OTLP/HTTP (spans/s)",
+            &["ingest", "spans_per_sec"],
+            None,
+        ),
+        (
+            "span ingest (MB/s of request bodies)",
+            &["ingest", "mb_per_sec"],
+            Some(1),
+        ),
+        ("log ingest (records/s)", &["log_ingest", "records_per_sec"], None),
+        ("request bytes (spans + logs)", &["disk", "request_bytes"], None),
+        ("bytes on disk after compaction", &["disk", "bytes_on_disk"], None),
+        (
+            "bytes on disk / request bytes",
+            &["disk", "disk_over_request_bytes"],
+            Some(3),
+        ),
+        ("trace by id p50 (ms)", &["queries", "trace_by_id", "p50_ms"], Some(3)),
+        ("trace by id p99 (ms)", &["queries", "trace_by_id", "p99_ms"], Some(3)),
+        (
+            "attribute filter, limit 100, p50 (ms)",
+            &["queries", "attribute_filter", "p50_ms"],
+            Some(3),
+        ),
+        (
+            "full-text log query, limit 100, p50 (ms)",
+            &["queries", "logs_text", "p50_ms"],
+            Some(3),
+        ),
+        ("server peak RSS (MiB)", &["server", "peak_rss_mib"], Some(1)),
+    ];
+    for (name, path, digits) in rows {
+        s.push_str(&format!(
+            "| {name} | {} | {} |\n",
+            get(canonical, path, *digits),
+            get(agent, path, *digits)
+        ));
+    }
+    let word = |v: Option<&Value>| {
+        v.map(|v| f(&v["results"]["queries"]["logs_text_word"], 0))
+            .unwrap_or_default()
+    };
+    s.push_str(&format!(
+        "\nAttribute filter: `benchmark.group` (100 values) on the canonical corpus; `user.id` (high cardinality: one user's spans) on the agent corpus. Full-text word: `{}` (canonical), `{}` (agent).\n\n",
+        word(canonical),
+        word(agent)
+    ));
+    s
+}
+
 fn render_e2e(v: &Value) -> String {
     let r = &v["results"];
-    let mut s = String::from("## End to end (`skein-bench e2e`)\n\n");
+    let agent = v["corpus"]["name"].as_str() == Some("agent");
+    let mut s = String::from(if agent {
+        "## End to end, agent corpus (`skein-bench e2e --corpus agent`)\n\n"
+    } else {
+        "## End to end (`skein-bench e2e`)\n\n"
+    });
     s.push_str(&machine(&v["machine"]));
+    if agent {
+        s.push_str(&agent_corpus_line(&v["corpus"]));
+    } else {
+        s.push_str(&format!(
+            "- Corpus: {} spans ({} traces × {} spans, {} services, {} `benchmark.group` values, 3 attributes, an event every 50th span, start times over the last hour), {} log records\n",
+            thousands(&v["corpus"]["spans"]),
+            thousands(&v["corpus"]["traces"]),
+            v["corpus"]["spans_per_trace"],
+            v["corpus"]["services"],
+            v["corpus"]["groups"],
+            thousands(&v["corpus"]["logs"]),
+        ));
+    }
     s.push_str(&format!(
-        "- Corpus: {} spans ({} traces × {} spans, {} services, {} `benchmark.group` values, 3 attributes, an event every 50th span, start times over the last hour), {} log records\n- Ingest: OTLP/HTTP protobuf, {} keep-alive clients, {} spans per request, bodies encoded before timing, durability `{}`; then the same over OTLP/gRPC into a fresh server\n\n",
-        thousands(&v["corpus"]["spans"]),
-        thousands(&v["corpus"]["traces"]),
-        v["corpus"]["spans_per_trace"],
-        v["corpus"]["services"],
-        v["corpus"]["groups"],
-        thousands(&v["corpus"]["logs"]),
+        "- Ingest: OTLP/HTTP protobuf, {} keep-alive clients, {} spans per request, bodies encoded before timing, durability `{}`; then the same over OTLP/gRPC into a fresh server\n\n",
         v["params"]["clients"],
         v["params"]["batch"],
         f(&v["params"]["durability"], 0),
@@ -142,6 +256,23 @@ fn render_e2e(v: &Value) -> String {
             thousands(&r["disk"]["bytes_on_disk"]),
         ),
         (
+            "request bytes (span and log bodies)",
+            thousands(&r["disk"]["request_bytes"]),
+        ),
+        (
+            "bytes on disk / request bytes",
+            f(&r["disk"]["disk_over_request_bytes"], 3),
+        ),
+        (
+            "payloads stored; compressed / logical bytes",
+            format!(
+                "{}; {} / {}",
+                thousands(&r["disk"]["payloads"]),
+                thousands(&r["disk"]["payload_bytes"]),
+                thousands(&r["disk"]["payload_logical_bytes"])
+            ),
+        ),
+        (
             "bytes per span (spans' parts only)",
             f(&r["disk"]["span_bytes_per_span"], 1),
         ),
@@ -171,15 +302,34 @@ fn render_e2e(v: &Value) -> String {
          connection, timed from request to the answer's last byte):\n\n",
     );
     let q = &r["queries"];
+    let text_label = format!("logs full text `{}`, limit 100", f(&q["logs_text_word"], 0));
+    let rare_label = format!(
+        "logs full text, rare word `{}` ({} hits), limit 1000",
+        f(&q["logs_text_rare_word"], 0),
+        q["logs_text_rare_hits"]
+    );
     s.push_str(&latency_table(&[
         ("round trip floor: `GET /healthz`", &q["http_floor"]),
         ("trace by id", &q["trace_by_id"]),
-        ("attribute filter, limit 100", &q["attribute_filter"]),
+        (
+            if agent {
+                "attribute filter `user.id` (one user), limit 100"
+            } else {
+                "attribute filter, limit 100"
+            },
+            &q["attribute_filter"],
+        ),
+        (
+            "attribute filter `gen_ai.request.model`, limit 100",
+            &q["attribute_filter_model"],
+        ),
         ("services", &q["services"]),
         ("summarize 1h", &q["summarize"]),
         ("duration filter (≥150 ms), limit 100", &q["duration_filter"]),
         ("logs severity ≥ error, limit 100", &q["logs_severity"]),
         ("logs body substring, limit 100", &q["logs_body"]),
+        (&text_label, &q["logs_text"]),
+        (&rare_label, &q["logs_text_rare"]),
         ("CLI `skein get trace` end to end", &q["cli_get_trace"]),
     ]));
     s.push('\n');
@@ -215,7 +365,7 @@ fn render_matrix(v: &Value) -> String {
 fn render_ladder(v: &Value) -> String {
     let mut s = String::from("## Read-cliff ladder (`skein-bench ladder`)\n\n");
     s.push_str(&machine(&v["machine"]));
-    s.push_str("- Each level fills every signal to the row count, then runs each dashboard query 3 times; a level passes when every median is ≤ 5 s.\n\n");
+    s.push_str("- Each level fills every signal to the row count (generated, encoded and sent a million rows at a time), then runs each dashboard query 3 times, checking every answer against what was generated; a level passes when every median is ≤ 5 s.\n\n");
     s.push_str("| level (rows per signal) | query | median ms | pass |\n|---:|---|---:|---|\n");
     for lvl in v["levels"].as_array().into_iter().flatten() {
         for q in lvl["queries"].as_array().into_iter().flatten() {
@@ -238,11 +388,17 @@ fn render_ladder(v: &Value) -> String {
 
 fn render_engine(v: &Value) -> String {
     let r = &v["results"];
-    let mut s = String::from("## Engine, in process (`skein-bench engine`)\n\n");
+    let agent = v["params"]["corpus"].as_str() == Some("agent");
+    let mut s = String::from(if agent {
+        "## Engine, in process, agent corpus (`skein-bench engine --corpus agent`)\n\n"
+    } else {
+        "## Engine, in process (`skein-bench engine`)\n\n"
+    });
     s.push_str(&machine(&v["machine"]));
     s.push_str(&format!(
-        "- {} spans of the canonical corpus through `Engine::ingest_spans` in batches of {}, {} writer threads, durability `{}`; queries on data spread over the hot tier and parts.\n\n",
+        "- {} spans of the {} corpus through `Engine::ingest_spans` in batches of {}, {} writer threads, durability `{}`; queries on data spread over the hot tier and parts.\n\n",
         thousands(&v["params"]["spans"]),
+        if agent { "agent" } else { "canonical" },
         v["params"]["batch"],
         v["params"]["writers"],
         f(&v["params"]["durability"], 0)
@@ -298,17 +454,141 @@ fn render_engine(v: &Value) -> String {
     s.push_str(&latency_table(&[
         ("get_trace (hot tier + parts)", &r["queries"]["get_trace"]),
         (
-            "attribute search, limit 100 (hot tier + parts)",
+            if agent {
+                "attribute search `user.id`, limit 100 (hot tier + parts)"
+            } else {
+                "attribute search, limit 100 (hot tier + parts)"
+            },
             &r["queries"]["attribute_search"],
+        ),
+        (
+            "attribute search `gen_ai.request.model`, limit 100 (hot tier + parts)",
+            &r["queries"]["attribute_search_model"],
         ),
         ("services aggregate (hot tier + parts)", &r["queries"]["services"]),
         ("get_trace (compacted)", &r["queries_compacted"]["get_trace"]),
         (
-            "attribute search, limit 100 (compacted)",
+            if agent {
+                "attribute search `user.id`, limit 100 (compacted)"
+            } else {
+                "attribute search, limit 100 (compacted)"
+            },
             &r["queries_compacted"]["attribute_search"],
+        ),
+        (
+            "attribute search `gen_ai.request.model`, limit 100 (compacted)",
+            &r["queries_compacted"]["attribute_search_model"],
         ),
         ("services aggregate (compacted)", &r["queries_compacted"]["services"]),
     ]));
+    s.push('\n');
+    s
+}
+
+fn render_text(v: &Value) -> String {
+    let r = &v["results"];
+    let c = &v["corpus"];
+    let mut s = String::from("## Full-text search over logs, in process (`skein-bench text`)\n\n");
+    s.push_str(&machine(&v["machine"]));
+    s.push_str(&format!(
+        "- {} log records of the agent corpus ({} body bytes; `{}` in {} of them, the rare word `{}` planted in {}, one in {}), in batches of {} from {} writer threads, durability `{}`, into two engines at once: `full_text` on and off, a chunk of {} records at a time in alternating order. Generation is off the clock; each chunk's clock runs until its flushes and merges are done (merges while idle off, so the other engine stays quiet). Every hit is checked: its body holds the word as a whole word, and the hits are exactly the generator's (the rare word's count is the generator's).\n\n",
+        thousands(&c["logs"]),
+        thousands(&c["body_bytes"]),
+        f(&c["common_word"], 0),
+        thousands(&c["common_word_logs"]),
+        f(&c["rare_word"], 0),
+        thousands(&c["rare_word_logs"]),
+        thousands(&c["rare_every"]),
+        v["params"]["batch"],
+        v["params"]["writers"],
+        f(&v["params"]["durability"], 0),
+        thousands(&v["params"]["chunk"]),
+    ));
+    s.push_str("| metric | index on | index off |\n|---|---:|---:|\n");
+    let (on, off) = (&r["on"], &r["off"]);
+    let rows: Vec<(&str, String, String)> = vec![
+        (
+            "log ingest (records/s)",
+            thousands(&on["ingest_logs_per_sec"]),
+            thousands(&off["ingest_logs_per_sec"]),
+        ),
+        (
+            "ingest CPU per record (µs)",
+            f(&on["ingest_cpu_us_per_log"], 2),
+            f(&off["ingest_cpu_us_per_log"], 2),
+        ),
+        (
+            "full compaction (s)",
+            f(&on["compact_seconds"], 1),
+            f(&off["compact_seconds"], 1),
+        ),
+        (
+            "parts after ingest → after compaction",
+            format!("{} → {}", on["parts_after_ingest"], on["parts_after_compaction"]),
+            format!("{} → {}", off["parts_after_ingest"], off["parts_after_compaction"]),
+        ),
+        (
+            "log part bytes on disk",
+            thousands(&on["log_part_bytes"]),
+            thousands(&off["log_part_bytes"]),
+        ),
+        (
+            "text index bytes on disk (`.txt` files), per million records",
+            thousands(&on["text_index_bytes_per_million"]),
+            thousands(&off["text_index_bytes_per_million"]),
+        ),
+        (
+            "bytes on disk, per million records",
+            thousands(&on["bytes_on_disk_per_million"]),
+            thousands(&off["bytes_on_disk_per_million"]),
+        ),
+        (
+            "index memory after reopen (MiB per million records; `index_memory_bytes`)",
+            f(&on["index_memory_mib_per_million"], 2),
+            f(&off["index_memory_mib_per_million"], 2),
+        ),
+        (
+            "RSS growth on reopen (MiB)",
+            f(&on["reopen_rss_growth_mib"], 1),
+            f(&off["reopen_rss_growth_mib"], 1),
+        ),
+    ];
+    for (k, a, b) in rows {
+        s.push_str(&format!("| {k} | {a} | {b} |\n"));
+    }
+    s.push_str(&format!(
+        "\nIngest with the index on is {:.1}% slower than with it off (negative: faster; within this machine's noise).\n\n",
+        r["ingest_slowdown_with_index"].as_f64().unwrap_or(0.0) * 100.0
+    ));
+    let rare = format!(
+        "rare word `{}`, limit {}",
+        f(&c["rare_word"], 0),
+        v["params"]["rare_limit"]
+    );
+    let common = format!(
+        "common word `{}`, limit {}",
+        f(&c["common_word"], 0),
+        v["params"]["common_limit"]
+    );
+    let rows = [
+        (format!("index on, after ingest: {rare}"), &on["queries"]["rare"]),
+        (format!("index on, after ingest: {common}"), &on["queries"]["common"]),
+        (format!("index on, compacted: {rare}"), &on["queries_compacted"]["rare"]),
+        (
+            format!("index on, compacted: {common}"),
+            &on["queries_compacted"]["common"],
+        ),
+        (
+            format!("index off, compacted: {rare}"),
+            &off["queries_compacted"]["rare"],
+        ),
+        (
+            format!("index off, compacted: {common}"),
+            &off["queries_compacted"]["common"],
+        ),
+    ];
+    let rows: Vec<(&str, &Value)> = rows.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    s.push_str(&latency_table(&rows));
     s.push('\n');
     s
 }
@@ -319,7 +599,13 @@ pub fn render(all: &Map<String, Value>) -> String {
          This machine is shared and noisy: compare ratios within one run, and read medians.\n\n\
          Reproduce: `cargo build --release -p skein -p skein-bench`, then `target/release/skein-bench <mode>`.\n\n",
     );
+    if all.contains_key("e2e") || all.contains_key("e2e_agent") {
+        s.push_str(&render_comparison(all.get("e2e"), all.get("e2e_agent")));
+    }
     if let Some(v) = all.get("e2e") {
+        s.push_str(&render_e2e(v));
+    }
+    if let Some(v) = all.get("e2e_agent") {
         s.push_str(&render_e2e(v));
     }
     if let Some(v) = all.get("ingest_matrix") {
@@ -327,6 +613,12 @@ pub fn render(all: &Map<String, Value>) -> String {
     }
     if let Some(v) = all.get("engine") {
         s.push_str(&render_engine(v));
+    }
+    if let Some(v) = all.get("engine_agent") {
+        s.push_str(&render_engine(v));
+    }
+    if let Some(v) = all.get("text") {
+        s.push_str(&render_text(v));
     }
     if let Some(v) = all.get("ladder") {
         s.push_str(&render_ladder(v));

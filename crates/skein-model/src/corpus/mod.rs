@@ -8,7 +8,12 @@
 //! `http.status_code`), an event on every 50th span, about 2% error spans,
 //! start times spread evenly over the hour before `end_ns`.
 
+pub mod agent;
+mod words;
+
 use std::sync::Arc;
+
+pub use agent::AgentCorpus;
 
 use crate::ids::{SpanId, TraceId};
 use crate::log::LogRecord;
@@ -34,6 +39,45 @@ impl Rng {
     /// Uniform in `0..n` (n > 0).
     pub fn below(&mut self, n: u64) -> u64 {
         self.next_u64() % n
+    }
+    /// Uniform in `[0, 1)`.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// A Zipf (power-law) distribution over ranks `0..n`: rank `k` has weight
+/// `1 / (k + 1)^s`. Sampling is a binary search of the cumulative weights.
+#[derive(Debug, Clone)]
+pub struct Zipf {
+    cdf: Vec<f64>,
+}
+
+impl Zipf {
+    pub fn new(n: usize, s: f64) -> Zipf {
+        let mut acc = 0.0;
+        let mut cdf: Vec<f64> = (0..n.max(1))
+            .map(|k| {
+                acc += 1.0 / ((k + 1) as f64).powf(s);
+                acc
+            })
+            .collect();
+        cdf.iter_mut().for_each(|c| *c /= acc);
+        Zipf { cdf }
+    }
+    pub fn len(&self) -> usize {
+        self.cdf.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.cdf.is_empty()
+    }
+    /// The probability of rank `k`.
+    pub fn probability(&self, k: usize) -> f64 {
+        self.cdf[k] - if k == 0 { 0.0 } else { self.cdf[k - 1] }
+    }
+    pub fn sample(&self, rng: &mut Rng) -> usize {
+        let u = rng.unit();
+        self.cdf.partition_point(|&c| c <= u).min(self.cdf.len() - 1)
     }
 }
 
