@@ -205,7 +205,7 @@ impl TermSource for MemTextIndex {
 
     fn prefix(&self, field: Field, prefix: &str) -> Result<RoaringBitmap, Infallible> {
         let mut rows = self.fields[field.index()].prefix(prefix);
-        rows |= self.links.rows_of(&self.shared[field.index()].prefix(prefix));
+        rows |= self.links.rows_of(self.shared[field.index()].prefix(prefix));
         Ok(rows)
     }
 
