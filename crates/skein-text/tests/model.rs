@@ -45,6 +45,8 @@ const VOCAB: &[&str] = &[
     "error",
     "ERROR",
     "x",
+    // One letter whose folded form holds spaces (NFKC: "صلى الله عليه وسلم").
+    "\u{FDFA}",
 ];
 
 const SEPARATORS: &[&str] = &[
@@ -87,6 +89,7 @@ const QUERY_WORDS: &[&str] = &[
     "x",
     "error=timeout",
     "timeouterror",
+    "\u{FDFA}",
 ];
 
 fn field() -> impl Strategy<Value = Field> {
