@@ -8,7 +8,7 @@
 //! so row numbers need not be dense or in order.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use rustc_hash::FxBuildHasher;
 use std::ops::Deref;
@@ -83,62 +83,112 @@ fn schema() -> (Schema, Fields) {
     (builder.build(), Fields { text, row })
 }
 
-/// The distinct terms of one document (a block of rows, or a shared text),
-/// per field.
+/// The terms a builder has seen, by id, and the term ids of recent chunks.
 ///
-/// Text is cut at ASCII whitespace before it is tokenized, and each distinct
-/// chunk is tokenized once per document: the tokenizer never joins across
+/// Text is cut at ASCII whitespace before it is tokenized, and a chunk seen
+/// lately is not tokenized again: the tokenizer never joins across
 /// whitespace (it is never a word character), so a value's terms are the
-/// union of its chunks' terms, and neighbouring log lines repeat most of
-/// their words. This is what keeps an index from costing as much as the
-/// Parquet file it sits beside.
+/// union of its chunks' terms, and log lines and prompts repeat most of
+/// their words (a system prompt inside every request's messages). This is
+/// what keeps an index from costing as much as the Parquet file beside it.
+#[derive(Default)]
+struct Vocabulary {
+    ids: HashMap<Box<str>, u32, FxBuildHasher>,
+    terms: Vec<Box<str>>,
+    chunks: HashMap<Box<str>, Box<[u32]>, FxBuildHasher>,
+}
+
+/// Distinct terms a vocabulary holds before it starts over (between
+/// documents): ids and numbers make terms unique, and the vocabulary must
+/// stay a small cache, not a second dictionary of the part.
+const VOCABULARY_TERMS: usize = 1 << 20;
+/// Chunks whose term ids are remembered.
+const VOCABULARY_CHUNKS: usize = 1 << 16;
+
+impl Vocabulary {
+    /// The ids of `chunk`'s terms.
+    fn chunk(&mut self, chunk: &str) -> &[u32] {
+        if !self.chunks.contains_key(chunk) {
+            if self.chunks.len() >= VOCABULARY_CHUNKS {
+                self.chunks.clear();
+            }
+            let mut ids = Vec::new();
+            for token in tokenize(chunk) {
+                for term in token.terms() {
+                    let id = match self.ids.get(term) {
+                        Some(&id) => id,
+                        None => {
+                            let id = self.terms.len() as u32;
+                            self.ids.insert(term.into(), id);
+                            self.terms.push(term.into());
+                            id
+                        }
+                    };
+                    ids.push(id);
+                }
+            }
+            self.chunks.insert(chunk.into(), ids.into());
+        }
+        self.chunks.get(chunk).map(|ids| &ids[..]).unwrap_or_default()
+    }
+
+    fn term(&self, id: u32) -> &str {
+        &self.terms[id as usize]
+    }
+
+    /// Starts over once it holds `limit` terms. Only when no document is
+    /// being gathered: their ids point here.
+    fn trim(&mut self, limit: usize) {
+        if self.terms.len() >= limit {
+            *self = Vocabulary::default();
+        }
+    }
+}
+
+/// The terms of one document (a block of rows, or a shared text), per field,
+/// as vocabulary ids.
 #[derive(Default)]
 struct Terms {
-    chunks: [HashSet<String, FxBuildHasher>; 4],
-    terms: [HashSet<String, FxBuildHasher>; 4],
+    ids: [Vec<u32>; 4],
 }
 
 impl Terms {
-    fn add(&mut self, field: Field, text: &str) {
-        let (chunks, terms) = (&mut self.chunks[field.index()], &mut self.terms[field.index()]);
+    fn is_empty(&self) -> bool {
+        self.ids.iter().all(Vec::is_empty)
+    }
+
+    fn add(&mut self, vocabulary: &mut Vocabulary, field: Field, text: &str) {
+        let ids = &mut self.ids[field.index()];
         for chunk in text.split_ascii_whitespace() {
-            if chunks.contains(chunk) {
-                continue;
-            }
-            chunks.insert(chunk.to_owned());
-            for token in tokenize(chunk) {
-                for term in token.terms() {
-                    if !terms.contains(term) {
-                        terms.insert(term.to_owned());
-                    }
-                }
-            }
+            ids.extend_from_slice(vocabulary.chunk(chunk));
         }
     }
 
     /// The terms gathered as a tantivy document numbered `number` (a block,
     /// or [`SHARED`] | key), leaving `self` empty; `None` without terms.
-    fn take_doc(&mut self, fields: &Fields, number: u64) -> Option<TantivyDocument> {
+    fn take_doc(&mut self, vocabulary: &Vocabulary, fields: &Fields, number: u64) -> Option<TantivyDocument> {
         let mut tdoc = TantivyDocument::default();
         let mut any = false;
-        for (field, terms) in self.terms.iter_mut().enumerate() {
-            self.chunks[field].clear();
-            if terms.is_empty() {
+        for (field, ids) in self.ids.iter_mut().enumerate() {
+            if ids.is_empty() {
                 continue;
             }
             any = true;
+            ids.sort_unstable();
+            ids.dedup();
             // Joined by NUL, which no term holds (it is not a word
             // character, and folding never makes one; folding can make a
             // space: NFKC of U+FDFA has three), they split back exactly.
             // (Pre-tokenized values go through JSON inside tantivy: a fifth
             // of the build.)
-            let mut joined = String::with_capacity(terms.iter().map(|t| t.len() + 1).sum());
-            for t in terms.drain() {
+            let mut joined = String::with_capacity(ids.iter().map(|&id| vocabulary.term(id).len() + 1).sum());
+            for &id in ids.iter() {
                 if !joined.is_empty() {
                     joined.push(TERM_SEPARATOR);
                 }
-                joined.push_str(&t);
+                joined.push_str(vocabulary.term(id));
             }
+            ids.clear();
             tdoc.add_text(fields.text[field], joined);
         }
         any.then(|| {
@@ -209,6 +259,9 @@ pub struct PartTextIndexBuilder {
     /// The terms of the block being gathered, per field, and its number.
     block: Option<u32>,
     block_terms: Terms,
+    vocabulary: Vocabulary,
+    /// [`VOCABULARY_TERMS`], smaller in tests.
+    vocabulary_terms: usize,
 }
 
 impl PartTextIndexBuilder {
@@ -238,6 +291,8 @@ impl PartTextIndexBuilder {
             links: Links::default(),
             block: None,
             block_terms: Default::default(),
+            vocabulary: Vocabulary::default(),
+            vocabulary_terms: VOCABULARY_TERMS,
         })
     }
 
@@ -250,7 +305,7 @@ impl PartTextIndexBuilder {
             self.block = Some(block);
         }
         for &(field, text) in doc {
-            self.block_terms.add(field, text);
+            self.block_terms.add(&mut self.vocabulary, field, text);
         }
         Ok(())
     }
@@ -262,7 +317,9 @@ impl PartTextIndexBuilder {
             return Ok(());
         };
         // A block without text is only in the row set: no term can match it.
-        if let Some(tdoc) = self.block_terms.take_doc(&self.fields, u64::from(block)) {
+        let doc = self.block_terms.take_doc(&self.vocabulary, &self.fields, u64::from(block));
+        self.vocabulary.trim(self.vocabulary_terms);
+        if let Some(tdoc) = doc {
             self.writer.add_document(tdoc)?;
         }
         Ok(())
@@ -273,8 +330,13 @@ impl PartTextIndexBuilder {
     pub fn add_shared(&mut self, field: Field, text: &str) -> Result<u32, TextError> {
         let key = self.links.new_key()?;
         let mut terms = Terms::default();
-        terms.add(field, text);
-        if let Some(tdoc) = terms.take_doc(&self.fields, SHARED | u64::from(key)) {
+        terms.add(&mut self.vocabulary, field, text);
+        let doc = terms.take_doc(&self.vocabulary, &self.fields, SHARED | u64::from(key));
+        // A block may be half gathered (a row's shared texts come with it).
+        if self.block_terms.is_empty() {
+            self.vocabulary.trim(self.vocabulary_terms);
+        }
+        if let Some(tdoc) = doc {
             self.writer.add_document(tdoc)?;
         }
         Ok(key)
@@ -595,5 +657,38 @@ impl TermSource for PartTextIndex {
     /// Postings are of blocks of rows: a superset of the rows per term.
     fn exact(&self) -> bool {
         BLOCK_ROWS == 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The vocabulary starting over (here every few terms) never loses a
+    /// term of a block being gathered, shared texts arriving mid-block
+    /// included.
+    #[test]
+    fn a_vocabulary_that_starts_over_loses_nothing() {
+        let mut b = PartTextIndexBuilder::new().unwrap();
+        b.vocabulary_terms = 3;
+        let words: Vec<String> = (0..200).map(|i| format!("w{i}x")).collect();
+        for (row, w) in words.iter().enumerate() {
+            let row = row as u32;
+            b.add(row, &[(Field::Body, &format!("{w} common"))]).unwrap();
+            if row.is_multiple_of(3) {
+                let key = b.add_shared(Field::Payload, &format!("shared{row} common")).unwrap();
+                b.link(row, key).unwrap();
+            }
+        }
+        let ix = PartTextIndex::open(b.finish().unwrap()).unwrap();
+        for (row, w) in words.iter().enumerate() {
+            let rows = ix.search(&Query::parse(w).unwrap()).unwrap();
+            assert!(rows.contains(row as u32), "{w} lost");
+            if row.is_multiple_of(3) {
+                let rows = ix.search(&Query::parse(&format!("payload:shared{row}")).unwrap()).unwrap();
+                assert!(rows.contains(row as u32), "shared{row} lost");
+            }
+        }
+        assert_eq!(ix.search(&Query::parse("body:common").unwrap()).unwrap().len(), 200);
     }
 }
