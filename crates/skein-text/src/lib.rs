@@ -80,6 +80,7 @@ mod links;
 mod mem;
 mod naive;
 mod part;
+mod pieces;
 mod query;
 pub mod tokenize;
 

@@ -91,12 +91,22 @@ fn schema() -> (Schema, Fields) {
 /// union of its chunks' terms, and log lines and prompts repeat most of
 /// their words (a system prompt inside every request's messages). This is
 /// what keeps an index from costing as much as the Parquet file beside it.
+///
+/// Long text (prompts, stack traces) is first cut into *pieces* at
+/// content-defined points ([`crate::pieces`]), and a piece seen lately is
+/// not even split into chunks again: a system prompt inside ten thousand
+/// requests' messages costs a few lookups each, not one per word.
 #[derive(Default)]
 struct Vocabulary {
     ids: HashMap<Box<str>, u32, FxBuildHasher>,
     terms: Vec<Box<str>>,
     chunks: HashMap<Box<str>, Box<[u32]>, FxBuildHasher>,
+    pieces: HashMap<Box<str>, Box<[u32]>, FxBuildHasher>,
+    piece_bytes: usize,
 }
+
+/// Bytes of pieces remembered before that memo starts over.
+const VOCABULARY_PIECE_BYTES: usize = 8 << 20;
 
 /// Distinct terms a vocabulary holds before it starts over (between
 /// documents): ids and numbers make terms unique, and the vocabulary must
@@ -132,6 +142,35 @@ impl Vocabulary {
         self.chunks.get(chunk).map(|ids| &ids[..]).unwrap_or_default()
     }
 
+    /// Appends the ids of `text`'s terms to `out` (repeats included).
+    fn text(&mut self, text: &str, out: &mut Vec<u32>) {
+        for piece in crate::pieces::pieces(text) {
+            if piece.len() < crate::pieces::MIN_PIECE {
+                for chunk in piece.split_ascii_whitespace() {
+                    out.extend_from_slice(self.chunk(chunk));
+                }
+                continue;
+            }
+            if let Some(ids) = self.pieces.get(piece) {
+                out.extend_from_slice(ids);
+                continue;
+            }
+            let start = out.len();
+            for chunk in piece.split_ascii_whitespace() {
+                out.extend_from_slice(self.chunk(chunk));
+            }
+            let mut ids = out[start..].to_vec();
+            ids.sort_unstable();
+            ids.dedup();
+            if self.piece_bytes + piece.len() > VOCABULARY_PIECE_BYTES {
+                self.pieces.clear();
+                self.piece_bytes = 0;
+            }
+            self.piece_bytes += piece.len() + 4 * ids.len();
+            self.pieces.insert(piece.into(), ids.into());
+        }
+    }
+
     fn term(&self, id: u32) -> &str {
         &self.terms[id as usize]
     }
@@ -158,10 +197,7 @@ impl Terms {
     }
 
     fn add(&mut self, vocabulary: &mut Vocabulary, field: Field, text: &str) {
-        let ids = &mut self.ids[field.index()];
-        for chunk in text.split_ascii_whitespace() {
-            ids.extend_from_slice(vocabulary.chunk(chunk));
-        }
+        vocabulary.text(text, &mut self.ids[field.index()]);
     }
 
     /// The terms gathered as a tantivy document numbered `number` (a block,
@@ -317,7 +353,9 @@ impl PartTextIndexBuilder {
             return Ok(());
         };
         // A block without text is only in the row set: no term can match it.
-        let doc = self.block_terms.take_doc(&self.vocabulary, &self.fields, u64::from(block));
+        let doc = self
+            .block_terms
+            .take_doc(&self.vocabulary, &self.fields, u64::from(block));
         self.vocabulary.trim(self.vocabulary_terms);
         if let Some(tdoc) = doc {
             self.writer.add_document(tdoc)?;
@@ -685,7 +723,9 @@ mod tests {
             let rows = ix.search(&Query::parse(w).unwrap()).unwrap();
             assert!(rows.contains(row as u32), "{w} lost");
             if row.is_multiple_of(3) {
-                let rows = ix.search(&Query::parse(&format!("payload:shared{row}")).unwrap()).unwrap();
+                let rows = ix
+                    .search(&Query::parse(&format!("payload:shared{row}")).unwrap())
+                    .unwrap();
                 assert!(rows.contains(row as u32), "shared{row} lost");
             }
         }

@@ -97,9 +97,25 @@ fn field() -> impl Strategy<Value = Field> {
 }
 
 fn value() -> impl Strategy<Value = String> {
-    prop::collection::vec((prop::sample::select(VOCAB), prop::sample::select(SEPARATORS)), 0..8)
-        .prop_map(|words| words.into_iter().flat_map(|(w, s)| [w, s]).collect())
+    let words = |n: std::ops::Range<usize>| {
+        prop::collection::vec((prop::sample::select(VOCAB), prop::sample::select(SEPARATORS)), n)
+            .prop_map(|words| words.into_iter().flat_map(|(w, s)| [w, s]).collect::<String>())
+    };
+    // Long values too (prompts, stack traces), which the part index cuts
+    // into remembered pieces: some repeat a shared text around their own
+    // words, as prompts do.
+    prop_oneof![
+        6 => words(0..8),
+        1 => words(20..80),
+        1 => (words(0..4), words(0..4)).prop_map(|(a, b)| format!("{a} {} {b}", SHARED_PROSE.repeat(8))),
+    ]
 }
+
+/// Prose that, repeated, is long enough to be cut into several pieces.
+const SHARED_PROSE: &str = "You are a careful assistant. Answer the user about PoolTimeout errors in \
+    the connection_pool of db.query, and never invent a 4bf92f3577b34da6 trace id. Retry politely, \
+    explain each error, keep answers short, and mention Straße or 東京都 only when asked. \
+    Always check the HTTPServer logs first, then the goroutine dumps, then the v2Api gateway.";
 
 fn doc() -> impl Strategy<Value = Vec<(Field, String)>> {
     prop::collection::vec((field(), value()), 0..4)
