@@ -54,14 +54,17 @@ pub struct SearchResult<R> {
 
 /// Rows a part stream still has to visit, newest first.
 enum Pending {
-    Rows(Vec<u32>),
+    /// Candidate rows, visited from the last: never listed out, since a
+    /// common word's candidates can be most of a part while a page needs a
+    /// hundred of them.
+    Rows { rows: RoaringBitmap, len: u64 },
     Range { lo: u32, next: u32 },
 }
 
 impl Pending {
     fn peek(&self, pos: usize) -> Option<u32> {
         match self {
-            Pending::Rows(v) => v.get(pos).copied(),
+            Pending::Rows { rows, len } => rows.select(u32::try_from(len.checked_sub(pos as u64 + 1)?).ok()?),
             Pending::Range { lo, next } => {
                 let r = next.checked_sub(pos as u32 + 1)?;
                 (r >= *lo).then_some(r)
@@ -239,9 +242,7 @@ impl<R: Columnar> Stream<R> {
                 if b.is_empty() {
                     explain.pruned = Some("index".into());
                 }
-                let mut v: Vec<u32> = b.iter().collect();
-                v.reverse();
-                Pending::Rows(v)
+                Pending::Rows { len: b.len(), rows: b }
             }
             None => Pending::Range {
                 lo: range.start,
