@@ -83,6 +83,7 @@ mod part;
 mod pieces;
 mod query;
 pub mod tokenize;
+mod vocabulary;
 
 pub use field::{Doc, Field, FieldSet};
 pub use mem::MemTextIndex;

@@ -2,12 +2,10 @@
 //! per field, exact row by row. No tantivy: a part's index is built once,
 //! when the part is written.
 //!
-//! Terms live in hash maps (a prefix is a scan of a field's terms: the hot
-//! tier holds at most a few million), and text is cut at ASCII whitespace
-//! first, each chunk's terms remembered: log lines repeat most of their
-//! words, so most chunks are tokenized once, not once per row (the
-//! tokenizer never joins across whitespace, so a value's terms are the union
-//! of its chunks').
+//! Terms get ids from one [`Vocabulary`] (a prefix is a scan of its terms:
+//! the hot tier holds at most a few million), whose memo of chunks and
+//! pieces keeps repeated words and prompts from being tokenized once per
+//! row. Its ids are never reset here: postings are keyed by them.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -20,91 +18,59 @@ use crate::eval::{self, TermSource};
 use crate::field::Field;
 use crate::links::Links;
 use crate::query::Query;
-use crate::tokenize::tokenize;
+use crate::vocabulary::Vocabulary;
 
-/// Estimated bytes of a map entry besides its key and postings: the slot,
-/// the boxed key and the bitmap headers.
-const ENTRY_OVERHEAD: usize = 96;
+/// Estimated bytes of a postings entry besides its bitmap's rows: the map
+/// slot and the bitmap headers.
+const ENTRY_OVERHEAD: usize = 64;
+/// Estimated bytes of a new term besides its text: its vocabulary entries.
+const TERM_OVERHEAD: usize = 48;
 
-/// Chunks whose terms are remembered, per index; past this the memo starts
-/// over (ids and numbers make most chunks unique, and it must stay small).
-const CHUNK_MEMO: usize = 1 << 16;
-
-/// Term → postings of one field: rows, or keys of shared texts.
+/// Term id → postings of one field: rows, or keys of shared texts.
 #[derive(Debug, Default, Clone)]
 struct Postings {
-    ids: HashMap<Box<str>, u32, FxBuildHasher>,
-    lists: Vec<RoaringBitmap>,
-    /// Each chunk seen lately, with the ids of its terms.
-    chunks: HashMap<Box<str>, Vec<u32>, FxBuildHasher>,
+    lists: HashMap<u32, RoaringBitmap, FxBuildHasher>,
 }
 
 impl Postings {
-    /// Adds `number` to the postings of every term of `text`; returns the
-    /// estimated bytes this added.
-    fn post(&mut self, number: u32, text: &str) -> usize {
+    /// Adds `number` to the postings of `ids`; returns the estimated bytes
+    /// this added.
+    fn post(&mut self, number: u32, ids: &[u32]) -> usize {
         let mut memory = 0;
-        for chunk in text.split_ascii_whitespace() {
-            if !self.chunks.contains_key(chunk) {
-                if self.chunks.len() >= CHUNK_MEMO {
-                    self.chunks.clear();
-                }
-                let mut ids = Vec::new();
-                for token in tokenize(chunk) {
-                    for term in token.terms() {
-                        let id = match self.ids.get(term) {
-                            Some(&id) => id,
-                            None => {
-                                let id = self.lists.len() as u32;
-                                self.ids.insert(term.into(), id);
-                                self.lists.push(RoaringBitmap::new());
-                                memory += ENTRY_OVERHEAD + term.len();
-                                id
-                            }
-                        };
-                        if !ids.contains(&id) {
-                            ids.push(id);
-                        }
-                    }
-                }
-                self.chunks.insert(chunk.into(), ids);
-            }
-            for &id in self.chunks.get(chunk).map(Vec::as_slice).unwrap_or_default() {
-                let list = &mut self.lists[id as usize];
-                // Rows mostly arrive in order: an append (`push`) is cheap.
-                let added = list.push(number) || list.insert(number);
-                if added {
-                    // Array containers hold 2 bytes a row.
-                    memory += 2;
-                }
+        for &id in ids {
+            let list = self.lists.entry(id).or_insert_with(|| {
+                memory += ENTRY_OVERHEAD;
+                RoaringBitmap::new()
+            });
+            // Rows mostly arrive in order: an append (`push`) is cheap.
+            if list.push(number) || list.insert(number) {
+                // Array containers hold 2 bytes a row.
+                memory += 2;
             }
         }
         memory
     }
 
-    fn get(&self, term: &str) -> Option<&RoaringBitmap> {
-        self.ids.get(term).map(|&id| &self.lists[id as usize])
+    fn get(&self, id: Option<u32>) -> Option<&RoaringBitmap> {
+        self.lists.get(&id?)
     }
 
-    /// The union of the postings of every term starting with `prefix`.
-    fn prefix(&self, prefix: &str) -> RoaringBitmap {
+    /// The union of the postings of `ids`.
+    fn union(&self, ids: &[u32]) -> RoaringBitmap {
         let mut out = RoaringBitmap::new();
-        for (term, &id) in &self.ids {
-            if term.starts_with(prefix) {
-                out |= &self.lists[id as usize];
+        for id in ids {
+            if let Some(list) = self.lists.get(id) {
+                out |= list;
             }
         }
         out
-    }
-
-    fn len(&self) -> usize {
-        self.ids.len()
     }
 }
 
 /// Full-text postings of the hot tier. Rows are the caller's row numbers.
 #[derive(Debug, Default, Clone)]
 pub struct MemTextIndex {
+    vocabulary: Vocabulary,
     /// Per field, term → rows holding it.
     fields: [Postings; 4],
     /// Per field, term → keys of the shared texts holding it.
@@ -127,7 +93,8 @@ impl MemTextIndex {
             self.memory += 4;
         }
         for &(field, text) in doc {
-            self.memory += self.fields[field.index()].post(row, text);
+            let ids = self.term_ids(text);
+            self.memory += self.fields[field.index()].post(row, &ids);
         }
     }
 
@@ -138,7 +105,8 @@ impl MemTextIndex {
         // a hot tier, so the last key is reused rather than failing ingest
         // (a superset of candidates stays correct).
         let key = self.links.new_key().unwrap_or(u32::MAX);
-        self.memory += ENTRY_OVERHEAD + self.shared[field.index()].post(key, text);
+        let ids = self.term_ids(text);
+        self.memory += ENTRY_OVERHEAD + self.shared[field.index()].post(key, &ids);
         key
     }
 
@@ -151,6 +119,28 @@ impl MemTextIndex {
         if self.links.link(key, row) == Some(true) {
             self.memory += 2;
         }
+    }
+
+    /// The distinct term ids of `text`, counting the memory of new terms.
+    fn term_ids(&mut self, text: &str) -> Vec<u32> {
+        let before = self.vocabulary.len();
+        let mut ids = Vec::new();
+        self.vocabulary.text(text, &mut ids);
+        ids.sort_unstable();
+        ids.dedup();
+        for id in before..self.vocabulary.len() {
+            self.memory += TERM_OVERHEAD + self.vocabulary.term(id as u32).len();
+        }
+        ids
+    }
+
+    /// The ids of every term starting with `prefix`.
+    fn ids_starting(&self, prefix: &str) -> Vec<u32> {
+        self.vocabulary
+            .terms()
+            .filter(|(_, t)| t.starts_with(prefix))
+            .map(|(id, _)| id)
+            .collect()
     }
 
     /// Shared texts added.
@@ -179,7 +169,7 @@ impl MemTextIndex {
 
     /// Distinct terms held, over all fields.
     pub fn num_terms(&self) -> usize {
-        self.fields.iter().chain(&self.shared).map(Postings::len).sum()
+        self.vocabulary.len()
     }
 }
 
@@ -187,8 +177,9 @@ impl TermSource for MemTextIndex {
     type Error = Infallible;
 
     fn term(&self, field: Field, term: &str) -> Result<Cow<'_, RoaringBitmap>, Infallible> {
-        let own = self.fields[field.index()].get(term);
-        Ok(match self.shared[field.index()].get(term) {
+        let id = self.vocabulary.id(term);
+        let own = self.fields[field.index()].get(id);
+        Ok(match self.shared[field.index()].get(id) {
             None => match own {
                 Some(postings) => Cow::Borrowed(postings),
                 None => Cow::Owned(RoaringBitmap::new()),
@@ -204,8 +195,9 @@ impl TermSource for MemTextIndex {
     }
 
     fn prefix(&self, field: Field, prefix: &str) -> Result<RoaringBitmap, Infallible> {
-        let mut rows = self.fields[field.index()].prefix(prefix);
-        rows |= self.links.rows_of(self.shared[field.index()].prefix(prefix));
+        let ids = self.ids_starting(prefix);
+        let mut rows = self.fields[field.index()].union(&ids);
+        rows |= self.links.rows_of(self.shared[field.index()].union(&ids));
         Ok(rows)
     }
 

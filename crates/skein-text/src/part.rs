@@ -10,7 +10,6 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use rustc_hash::FxBuildHasher;
 use std::ops::Deref;
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
@@ -35,7 +34,7 @@ use crate::eval::{self, TermSource};
 use crate::field::Field;
 use crate::links::Links;
 use crate::query::Query;
-use crate::tokenize::tokenize;
+use crate::vocabulary::{VOCABULARY_TERMS, Vocabulary};
 
 const ROW_FIELD: &str = "row";
 /// The bundle member holding every row added, serialized roaring: the
@@ -81,107 +80,6 @@ fn schema() -> (Schema, Fields) {
     let text = Field::ALL.map(|f| builder.add_text_field(f.name(), options.clone()));
     let row = builder.add_u64_field(ROW_FIELD, NumericOptions::default().set_fast());
     (builder.build(), Fields { text, row })
-}
-
-/// The terms a builder has seen, by id, and the term ids of recent chunks.
-///
-/// Text is cut at ASCII whitespace before it is tokenized, and a chunk seen
-/// lately is not tokenized again: the tokenizer never joins across
-/// whitespace (it is never a word character), so a value's terms are the
-/// union of its chunks' terms, and log lines and prompts repeat most of
-/// their words (a system prompt inside every request's messages). This is
-/// what keeps an index from costing as much as the Parquet file beside it.
-///
-/// Long text (prompts, stack traces) is first cut into *pieces* at
-/// content-defined points ([`crate::pieces`]), and a piece seen lately is
-/// not even split into chunks again: a system prompt inside ten thousand
-/// requests' messages costs a few lookups each, not one per word.
-#[derive(Default)]
-struct Vocabulary {
-    ids: HashMap<Box<str>, u32, FxBuildHasher>,
-    terms: Vec<Box<str>>,
-    chunks: HashMap<Box<str>, Box<[u32]>, FxBuildHasher>,
-    pieces: HashMap<Box<str>, Box<[u32]>, FxBuildHasher>,
-    piece_bytes: usize,
-}
-
-/// Bytes of pieces remembered before that memo starts over.
-const VOCABULARY_PIECE_BYTES: usize = 8 << 20;
-
-/// Distinct terms a vocabulary holds before it starts over (between
-/// documents): ids and numbers make terms unique, and the vocabulary must
-/// stay a small cache, not a second dictionary of the part.
-const VOCABULARY_TERMS: usize = 1 << 20;
-/// Chunks whose term ids are remembered.
-const VOCABULARY_CHUNKS: usize = 1 << 16;
-
-impl Vocabulary {
-    /// The ids of `chunk`'s terms.
-    fn chunk(&mut self, chunk: &str) -> &[u32] {
-        if !self.chunks.contains_key(chunk) {
-            if self.chunks.len() >= VOCABULARY_CHUNKS {
-                self.chunks.clear();
-            }
-            let mut ids = Vec::new();
-            for token in tokenize(chunk) {
-                for term in token.terms() {
-                    let id = match self.ids.get(term) {
-                        Some(&id) => id,
-                        None => {
-                            let id = self.terms.len() as u32;
-                            self.ids.insert(term.into(), id);
-                            self.terms.push(term.into());
-                            id
-                        }
-                    };
-                    ids.push(id);
-                }
-            }
-            self.chunks.insert(chunk.into(), ids.into());
-        }
-        self.chunks.get(chunk).map(|ids| &ids[..]).unwrap_or_default()
-    }
-
-    /// Appends the ids of `text`'s terms to `out` (repeats included).
-    fn text(&mut self, text: &str, out: &mut Vec<u32>) {
-        for piece in crate::pieces::pieces(text) {
-            if piece.len() < crate::pieces::MIN_PIECE {
-                for chunk in piece.split_ascii_whitespace() {
-                    out.extend_from_slice(self.chunk(chunk));
-                }
-                continue;
-            }
-            if let Some(ids) = self.pieces.get(piece) {
-                out.extend_from_slice(ids);
-                continue;
-            }
-            let start = out.len();
-            for chunk in piece.split_ascii_whitespace() {
-                out.extend_from_slice(self.chunk(chunk));
-            }
-            let mut ids = out[start..].to_vec();
-            ids.sort_unstable();
-            ids.dedup();
-            if self.piece_bytes + piece.len() > VOCABULARY_PIECE_BYTES {
-                self.pieces.clear();
-                self.piece_bytes = 0;
-            }
-            self.piece_bytes += piece.len() + 4 * ids.len();
-            self.pieces.insert(piece.into(), ids.into());
-        }
-    }
-
-    fn term(&self, id: u32) -> &str {
-        &self.terms[id as usize]
-    }
-
-    /// Starts over once it holds `limit` terms. Only when no document is
-    /// being gathered: their ids point here.
-    fn trim(&mut self, limit: usize) {
-        if self.terms.len() >= limit {
-            *self = Vocabulary::default();
-        }
-    }
 }
 
 /// The terms of one document (a block of rows, or a shared text), per field,

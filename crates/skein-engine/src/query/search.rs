@@ -57,8 +57,14 @@ enum Pending {
     /// Candidate rows, visited from the last: never listed out, since a
     /// common word's candidates can be most of a part while a page needs a
     /// hundred of them.
-    Rows { rows: RoaringBitmap, len: u64 },
-    Range { lo: u32, next: u32 },
+    Rows {
+        rows: RoaringBitmap,
+        len: u64,
+    },
+    Range {
+        lo: u32,
+        next: u32,
+    },
 }
 
 impl Pending {
