@@ -16,6 +16,7 @@ use crate::part::index::{PartIndex, TIME_MARK_STRIDE, TraceIndex};
 use crate::record::{Record, RecordKey, TermCache};
 use crate::stats::{PartStats, StatsBuilder};
 use crate::terms::{IndexTerm, Term};
+use crate::text::{PayloadText, TextRecord};
 use crate::text_index::SharedHotText;
 
 pub struct MemTable<R> {
@@ -105,6 +106,23 @@ impl<R: Record> MemTable<R> {
         let upto = text.lock().upto();
         let start = upto.min(self.rows.len() as u32);
         Some((text.clone(), start, self.rows[start as usize..].to_vec()))
+    }
+
+    /// Brings `table`'s text index up to its newest row. The rows are taken
+    /// under a short read lock and indexed without it, so ingest into the
+    /// table goes on meanwhile; the text index's own lock is never held
+    /// while the table's is taken (a search takes the table's, then the
+    /// index's).
+    pub fn catch_up_text(table: &parking_lot::RwLock<MemTable<R>>, read: Option<&PayloadText>)
+    where
+        R: TextRecord,
+    {
+        let Some((text, start, rows)) = table.read().text_backlog() else {
+            return;
+        };
+        if !rows.is_empty() {
+            text.lock().index_rows(start, &rows, read);
+        }
     }
 
     /// Estimated heap bytes of the full-text index.

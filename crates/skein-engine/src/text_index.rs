@@ -11,14 +11,12 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use roaring::RoaringBitmap;
 use skein_text::{MemTextIndex, PartTextIndexBuilder, TextError};
 
 use crate::hash::FastMap;
-use crate::hot::MemTable;
 use crate::payload::PayloadRef;
-use crate::record::Record;
 use crate::text::{PayloadText, TextField, TextQuery, TextRecord, TextValue};
 
 /// Where [`index_record`] puts a record's text.
@@ -143,28 +141,20 @@ impl HotText {
     }
 }
 
-/// Brings `table`'s text index up to its newest row. The rows are taken
-/// under a short read lock and indexed without it, so ingest into the table
-/// goes on meanwhile; the text index's own lock is never held while the
-/// table's is taken (the search takes the table's, then the index's).
-pub fn catch_up<R: Record + TextRecord>(table: &RwLock<MemTable<R>>, read: Option<&PayloadText>) {
-    let Some((text, start, rows)) = table.read().text_backlog() else {
-        return;
-    };
-    if rows.is_empty() {
-        return;
-    }
-    let mut hot = text.lock();
-    let HotText { index, keys, upto } = &mut *hot;
-    for (i, r) in rows.iter().enumerate() {
-        let row = start + i as u32;
-        // Another query may have indexed some of these meanwhile.
-        if row < *upto {
-            continue;
+impl HotText {
+    /// Indexes `rows`, the table's rows from `start` on, skipping any this
+    /// index covers already (another query may have indexed them).
+    pub fn index_rows<R: TextRecord>(&mut self, start: u32, rows: &[Arc<R>], read: Option<&PayloadText>) {
+        let HotText { index, keys, upto } = self;
+        for (i, r) in rows.iter().enumerate() {
+            let row = start + i as u32;
+            if row < *upto {
+                continue;
+            }
+            // A hot index cannot fail (it is maps in memory).
+            let _ = index_record(index, keys, row, &**r, read);
+            *upto = row + 1;
         }
-        // A hot index cannot fail (it is maps in memory).
-        let _ = index_record(index, keys, row, &**r, read);
-        *upto = row + 1;
     }
 }
 

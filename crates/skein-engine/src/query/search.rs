@@ -412,7 +412,7 @@ pub fn search<R: Columnar, Q: RecordQuery<R>>(sources: &[Source<R>], q: &Q) -> R
     if q.text().is_some() {
         for s in sources {
             if let Source::Mem(m) = s {
-                text_index::catch_up(m, q.payload_text());
+                MemTable::catch_up_text(m, q.payload_text());
             }
         }
     }
