@@ -213,6 +213,12 @@ impl<R: Record> MemTable<R> {
         (!self.rows.is_empty()).then_some((self.min_time, self.max_time))
     }
 
+    /// The time of row `row` (what `row(row).time()` returns, without
+    /// visiting the record).
+    pub fn time(&self, row: u32) -> u64 {
+        self.times[row as usize]
+    }
+
     pub fn row(&self, row: u32) -> &Arc<R> {
         &self.rows[row as usize]
     }

@@ -87,8 +87,52 @@ struct PartStream {
 }
 
 enum StreamKind<R: Record> {
+    /// Hits found already (none: a pruned part).
     Mem(Vec<Hit<R>>),
+    Hot(HotStream<R>),
     Part(PartStream),
+}
+
+/// A hot table's candidates, checked newest first a chunk at a time.
+struct HotStream<R> {
+    table: Arc<parking_lot::RwLock<MemTable<R>>>,
+    /// `(time, row)` of the candidates; `order[pos..]` are still to check,
+    /// in no order.
+    order: Vec<(u64, u32)>,
+    pos: usize,
+    /// Above the time of every candidate still to check.
+    bound: u64,
+    chunk: usize,
+}
+
+impl<R> HotStream<R> {
+    /// Takes the newest `chunk` candidates still to check, and every other
+    /// one with the oldest time among them (so that all that remain are
+    /// older than all taken), in no order; lowers `bound`.
+    fn take_newest(&mut self) -> std::ops::Range<usize> {
+        let rest = &mut self.order[self.pos..];
+        let mut take = self.chunk.min(rest.len());
+        if take == 0 {
+            return self.pos..self.pos;
+        }
+        if take < rest.len() {
+            rest.select_nth_unstable_by(take - 1, |a, b| b.0.cmp(&a.0));
+            let oldest = rest[take - 1].0;
+            let mut end = take;
+            for j in take..rest.len() {
+                if rest[j].0 == oldest {
+                    rest.swap(end, j);
+                    end += 1;
+                }
+            }
+            take = end;
+            self.bound = oldest;
+        }
+        let start = self.pos;
+        self.pos += take;
+        self.chunk = (self.chunk * 2).min(4096);
+        start..self.pos
+    }
 }
 
 struct Stream<R: Record> {
@@ -149,10 +193,16 @@ fn ascending_bitmap(rows: &[u32]) -> RoaringBitmap {
 }
 
 impl<R: Columnar> Stream<R> {
-    fn mem<Q: RecordQuery<R>>(source: usize, table: &MemTable<R>, q: &Q, indexes: &mut Vec<String>) -> Self {
+    fn mem<Q: RecordQuery<R>>(
+        table_lock: Arc<parking_lot::RwLock<MemTable<R>>>,
+        q: &Q,
+        indexes: &mut Vec<String>,
+    ) -> Self {
+        let guard = table_lock.read();
+        let table = &*guard;
         let window = q.window();
         let cursor = q.cursor();
-        let mut explain = SourceExplain::new("hot", None);
+        let explain = SourceExplain::new("hot", None);
         let cands = candidates(
             &q.term_groups(),
             |t| Some(table.posting(t).map(ascending_bitmap).unwrap_or_default()),
@@ -170,31 +220,29 @@ impl<R: Columnar> Stream<R> {
             _ => None,
         };
         let cands = both(both(cands, trace_rows), text_rows);
-        let mut hits = Vec::new();
-        let mut check = |row: u32| {
-            explain.rows_examined += 1;
-            if !table.is_live(row) {
-                return;
-            }
-            let r = table.row(row);
-            let (time, key) = (r.time(), r.key());
-            if in_bounds(time, key, window, cursor) && q.matches(r) {
-                hits.push(Hit {
-                    time,
-                    key,
-                    record: r.clone(),
-                    source,
-                });
+        // Candidates live at this moment, in the window by time; the rest of
+        // the predicate is decided lazily, newest first, as the merge asks
+        // for more (a page of 100 need not check a whole tier).
+        let mut order = Vec::new();
+        let mut add = |row: u32| {
+            let time = table.time(row);
+            if table.is_live(row) && window.contains(time) && cursor.is_none_or(|c| time <= c.time) {
+                order.push((time, row));
             }
         };
         match &cands {
-            Some(b) => b.iter().for_each(&mut check),
-            None => (0..table.total_rows()).for_each(&mut check),
+            Some(b) => b.iter().for_each(&mut add),
+            None => (0..table.total_rows()).for_each(&mut add),
         }
-        hits.sort_unstable_by_key(|h| std::cmp::Reverse((h.time, h.key)));
-        explain.rows_decoded = 0;
+        drop(guard);
         Stream {
-            kind: StreamKind::Mem(hits),
+            kind: StreamKind::Hot(HotStream {
+                table: table_lock,
+                order,
+                pos: 0,
+                bound: u64::MAX,
+                chunk: (q.limit() + 1).clamp(16, 257),
+            }),
             buffer: VecDeque::new(),
             explain,
         }
@@ -285,6 +333,14 @@ impl<R: Columnar> Stream<R> {
                     false,
                 )
             }),
+            StreamKind::Hot(hs) => (hs.pos < hs.order.len()).then_some((
+                hs.bound,
+                RecordKey {
+                    hi: u128::MAX,
+                    lo: u64::MAX,
+                },
+                false,
+            )),
             StreamKind::Part(ps) => {
                 let row = ps.pending.peek(ps.pos)?;
                 let mark = (row / TIME_MARK_STRIDE + 1) as usize;
@@ -312,6 +368,28 @@ impl<R: Columnar> Stream<R> {
         match &mut self.kind {
             StreamKind::Mem(hits) => {
                 self.buffer.extend(hits.drain(..));
+                Ok(())
+            }
+            StreamKind::Hot(hs) => {
+                let taken = hs.take_newest();
+                let table = hs.table.read();
+                let (window, cursor) = (q.window(), q.cursor());
+                let mut hits = Vec::new();
+                for &(time, row) in &hs.order[taken] {
+                    self.explain.rows_examined += 1;
+                    let r = table.row(row);
+                    let key = r.key();
+                    if in_bounds(time, key, window, cursor) && q.matches(r) {
+                        hits.push(Hit {
+                            time,
+                            key,
+                            record: r.clone(),
+                            source,
+                        });
+                    }
+                }
+                hits.sort_unstable_by_key(|h| std::cmp::Reverse((h.time, h.key)));
+                self.buffer.extend(hits);
                 Ok(())
             }
             StreamKind::Part(ps) => {
@@ -416,9 +494,9 @@ pub fn search<R: Columnar, Q: RecordQuery<R>>(sources: &[Source<R>], q: &Q) -> R
             }
         }
     }
-    for (i, s) in sources.iter().enumerate() {
+    for s in sources {
         match s {
-            Source::Mem(m) => streams.push(Stream::mem(i, &m.read(), q, &mut indexes)),
+            Source::Mem(m) => streams.push(Stream::mem(m.clone(), q, &mut indexes)),
             Source::Part(p) => streams.extend(Stream::part(p.clone(), q, &mut indexes)),
         }
     }
@@ -534,4 +612,39 @@ pub fn trace_records<R: Columnar>(sources: &[Source<R>], trace: u128, explain: &
     }
     explain.index_used = vec!["trace index".into()];
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Chunks come newest first: every candidate taken is at least as
+        /// new as every one left, ties included, and none is lost or taken
+        /// twice; the bound stays above what is left.
+        #[test]
+        fn hot_chunks_come_newest_first(times in prop::collection::vec(0u64..6, 0..300), chunk in 1usize..40) {
+            let mut hs = HotStream::<skein_model::LogRecord> {
+                table: Default::default(),
+                order: times.iter().enumerate().map(|(i, &t)| (t, i as u32)).collect(),
+                pos: 0,
+                bound: u64::MAX,
+                chunk,
+            };
+            let mut seen = Vec::new();
+            while hs.pos < hs.order.len() {
+                let taken = hs.take_newest();
+                prop_assert!(!taken.is_empty());
+                let oldest_taken = hs.order[taken.clone()].iter().map(|e| e.0).min().unwrap();
+                for &(t, _) in &hs.order[hs.pos..] {
+                    prop_assert!(t < oldest_taken, "{} left behind a chunk reaching {}", t, oldest_taken);
+                    prop_assert!(t <= hs.bound);
+                }
+                seen.extend(hs.order[taken].iter().map(|e| e.1));
+            }
+            seen.sort_unstable();
+            prop_assert_eq!(seen, (0..times.len() as u32).collect::<Vec<_>>());
+        }
+    }
 }
