@@ -97,7 +97,12 @@ fn e2e_and_ladder_write_a_complete_verified_report() {
     let ladder = &json["ladder"];
     let level = &ladder["levels"][0];
     assert_eq!(level["rows"], 100_000);
-    assert_eq!(level["queries"].as_array().unwrap().len(), 6);
+    let queries = level["queries"].as_array().unwrap();
+    assert_eq!(queries.len(), 7);
+    assert!(
+        queries.iter().any(|q| q["name"] == "log full-text search"),
+        "the dashboard set has the full-text query: {queries:?}"
+    );
 
     let md = std::fs::read_to_string(dir.path().join("BENCHMARKS.md")).unwrap();
     for section in [
