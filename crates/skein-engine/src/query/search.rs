@@ -82,8 +82,36 @@ impl Pending {
 struct PartStream {
     part: Arc<Part>,
     pending: Pending,
+    /// `pending` is still to be narrowed by the text index (before the
+    /// first read; until then it bounds the rows from above all the same).
+    text_deferred: bool,
     pos: usize,
     chunk: usize,
+}
+
+impl PartStream {
+    /// Narrows the rows still to visit (none visited yet) to the text
+    /// index's candidates; an index that fails narrows nothing.
+    fn narrow_by_text(&mut self, q: &crate::text::TextQuery) {
+        let Some(ti) = self.part.text_index() else { return };
+        let text = match ti.search(q) {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!("full-text index of part {} not used: {e}", self.part.meta.id);
+                return;
+            }
+        };
+        let rows = match &self.pending {
+            Pending::Rows { rows, .. } => rows & &text,
+            Pending::Range { lo, next } => {
+                let mut rows = text;
+                rows.remove_range(..*lo);
+                rows.remove_range(*next..);
+                rows
+            }
+        };
+        self.pending = Pending::Rows { len: rows.len(), rows };
+    }
 }
 
 enum StreamKind<R: Record> {
@@ -275,20 +303,14 @@ impl<R: Columnar> Stream<R> {
         let trace_rows: Option<RoaringBitmap> = q
             .trace()
             .map(|t| ix.traces.rows_of(t.as_u128()).iter().copied().collect());
-        let text_rows = match (q.text(), part.text_index()) {
-            (Some(tq), Some(ti)) => match ti.search(tq) {
-                Ok(rows) => {
-                    indexes.push("text index".into());
-                    Some(rows)
-                }
-                Err(e) => {
-                    tracing::warn!("full-text index of part {} not used: {e}", part.meta.id);
-                    None
-                }
-            },
-            _ => None,
-        };
-        let cands = both(both(cands, trace_rows), text_rows);
+        // The text index narrows when the part is first read, not now: a
+        // common word's candidates cost a millisecond or two per part, and a
+        // page of newest hits rarely reaches the older parts.
+        let text_deferred = q.text().is_some() && part.text_index().is_some();
+        if text_deferred {
+            indexes.push("text index".into());
+        }
+        let cands = both(cands, trace_rows);
         let pending = match cands {
             Some(mut b) => {
                 b.remove_range(..range.start);
@@ -307,6 +329,7 @@ impl<R: Columnar> Stream<R> {
             kind: StreamKind::Part(PartStream {
                 part,
                 pending,
+                text_deferred,
                 pos: 0,
                 // One more than the limit: telling whether a next page
                 // exists must not cost a second, doubled read.
@@ -393,6 +416,15 @@ impl<R: Columnar> Stream<R> {
                 Ok(())
             }
             StreamKind::Part(ps) => {
+                if std::mem::take(&mut ps.text_deferred)
+                    && let Some(tq) = q.text()
+                {
+                    ps.narrow_by_text(tq);
+                    if ps.pending.peek(0).is_none() {
+                        self.explain.pruned = Some("index".into());
+                        return Ok(());
+                    }
+                }
                 let mut rows = Vec::with_capacity(ps.chunk);
                 while rows.len() < ps.chunk {
                     match ps.pending.peek(ps.pos) {
