@@ -685,29 +685,12 @@ fn query_phase(api: &str, c: &Corpus, exp: &Expected, end_ns: u64, args: &E2eArg
     let mut text = Samples::default();
     if exp.logs > 0 {
         for _ in 0..20 {
-            let v = q.get("/api/v1/logs?severity=error&limit=100", &mut sev)?;
-            let mut got: Vec<SpanKey> = v["logs"]
-                .as_array()
-                .ok_or("no logs")?
-                .iter()
-                .map(log_key)
-                .collect::<Result<_, _>>()?;
-            got.sort_unstable_by(|a, b| b.cmp(a));
-            check(got == exp.error_logs, || {
-                format!("severity filter: {} logs, expected {}", got.len(), exp.error_logs.len())
-            })?;
+            severity_query(&mut q, &exp.error_logs, &mut sev)?;
             pb.inc(1);
         }
         let needle = expected::BODY_NEEDLE.replace(' ', "%20").replace(':', "%3A");
         for _ in 0..20 {
-            let v = q.get(&format!("/api/v1/logs?body_contains={needle}&limit=100"), &mut body)?;
-            let mut got: Vec<SpanKey> = v["logs"]
-                .as_array()
-                .ok_or("no logs")?
-                .iter()
-                .map(log_key)
-                .collect::<Result<_, _>>()?;
-            got.sort_unstable_by(|a, b| b.cmp(a));
+            let got = logs_of(&q.get(&format!("/api/v1/logs?body_contains={needle}&limit=100"), &mut body)?)?;
             check(got == exp.body_matches, || {
                 format!("body search: {} logs, expected {}", got.len(), exp.body_matches.len())
             })?;
@@ -783,8 +766,7 @@ fn text_query(q: &mut Timed, word: &str, limit: usize, want: &[SpanKey], samples
             format!("text={word}: a hit without it: {body:?}")
         })?;
     }
-    let mut got: Vec<SpanKey> = logs.iter().map(log_key).collect::<Result<_, _>>()?;
-    got.sort_unstable_by(|a, b| b.cmp(a));
+    let got = logs_of(&v)?;
     check(got == want, || {
         format!(
             "text={word}: {} logs, first {:?}, expected {} first {:?}",
@@ -793,6 +775,26 @@ fn text_query(q: &mut Timed, word: &str, limit: usize, want: &[SpanKey], samples
             want.len(),
             want.first()
         )
+    })
+}
+
+/// The log keys of an answer, newest first.
+fn logs_of(v: &Value) -> Result<Vec<SpanKey>, String> {
+    let mut got: Vec<SpanKey> = v["logs"]
+        .as_array()
+        .ok_or("no logs")?
+        .iter()
+        .map(log_key)
+        .collect::<Result<_, _>>()?;
+    got.sort_unstable_by(|a, b| b.cmp(a));
+    Ok(got)
+}
+
+/// `GET /api/v1/logs?severity=error&limit=100`, checked against `want`.
+fn severity_query(q: &mut Timed, want: &[SpanKey], samples: &mut Samples) -> Result<(), String> {
+    let got = logs_of(&q.get("/api/v1/logs?severity=error&limit=100", samples)?)?;
+    check(got == want, || {
+        format!("severity filter: {} logs, expected {}", got.len(), want.len())
     })
 }
 
@@ -913,17 +915,7 @@ fn agent_query_phase(
     let mut rare = Samples::default();
     if exp.logs > 0 {
         for _ in 0..20 {
-            let v = q.get("/api/v1/logs?severity=error&limit=100", &mut sev)?;
-            let mut got: Vec<SpanKey> = v["logs"]
-                .as_array()
-                .ok_or("no logs")?
-                .iter()
-                .map(log_key)
-                .collect::<Result<_, _>>()?;
-            got.sort_unstable_by(|a, b| b.cmp(a));
-            check(got == exp.error_logs, || {
-                format!("severity filter: {} logs, expected {}", got.len(), exp.error_logs.len())
-            })?;
+            severity_query(&mut q, &exp.error_logs, &mut sev)?;
             pb.inc(1);
         }
         let planted = c.rare_word_count(0..exp.logs);
