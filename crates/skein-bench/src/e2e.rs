@@ -578,28 +578,13 @@ fn query_phase(api: &str, c: &Corpus, exp: &Expected, end_ns: u64, args: &E2eArg
     };
     let total = args.trace_queries + args.attr_queries + 20 * 6 + 10 + 200;
     let pb = bar(total as u64, "queries");
-    // The floor under every figure below: a round trip to the server's
-    // cheapest endpoint on the same connection.
-    let mut floor = Samples::default();
-    for _ in 0..200 {
-        q.get_raw("/healthz", &mut floor)?;
-        pb.inc(1);
-    }
+    let floor = round_trip_floor(&mut q, &pb)?;
     let mut traces = Samples::default();
     for i in 0..args.trace_queries {
         let t = (i as u64 * c.traces / args.trace_queries as u64).min(c.traces - 1);
         let id = c.trace_id(t).to_hex();
-        let v = q.get(&format!("/api/v1/traces/{id}"), &mut traces)?;
-        let mut got: Vec<String> = v["spans"]
-            .as_array()
-            .ok_or("no spans")?
-            .iter()
-            .filter_map(|s| s["span_id"].as_str().map(str::to_string))
-            .collect();
-        got.sort();
-        let mut want: Vec<String> = c.trace(t).iter().map(|s| s.span_id.to_hex()).collect();
-        want.sort();
-        check(got == want, || format!("trace {id}: spans {got:?}, expected {want:?}"))?;
+        let want = c.trace(t).iter().map(|s| s.span_id.to_hex()).collect();
+        trace_query(&mut q, &id, want, &mut traces)?;
         pb.inc(1);
     }
     let mut attrs = Samples::default();
@@ -798,6 +783,33 @@ fn severity_query(q: &mut Timed, want: &[SpanKey], samples: &mut Samples) -> Res
     })
 }
 
+/// The floor under every query figure: round trips to the server's
+/// cheapest endpoint on the same connection.
+fn round_trip_floor(q: &mut Timed, pb: &indicatif::ProgressBar) -> Result<Samples, String> {
+    let mut floor = Samples::default();
+    for _ in 0..200 {
+        q.get_raw("/healthz", &mut floor)?;
+        pb.inc(1);
+    }
+    Ok(floor)
+}
+
+/// `GET /api/v1/traces/{id}`, checked: exactly the span ids `want`.
+fn trace_query(q: &mut Timed, id: &str, mut want: Vec<String>, samples: &mut Samples) -> Result<(), String> {
+    let v = q.get(&format!("/api/v1/traces/{id}"), samples)?;
+    let mut got: Vec<String> = v["spans"]
+        .as_array()
+        .ok_or("no spans")?
+        .iter()
+        .filter_map(|s| s["span_id"].as_str().map(str::to_string))
+        .collect();
+    got.sort();
+    want.sort();
+    check(got == want, || {
+        format!("trace {id}: {} spans, expected {}", got.len(), want.len())
+    })
+}
+
 fn spans_of(v: &Value) -> Result<Vec<SpanKey>, String> {
     v["spans"].as_array().ok_or("no spans")?.iter().map(span_key).collect()
 }
@@ -830,28 +842,13 @@ fn agent_query_phase(
     let model_queries = 4 * exp.by_model.len();
     let total = args.trace_queries + exp.users.len() + model_queries + 20 * 5 + 200;
     let pb = bar(total as u64, "queries (agent corpus)");
-    let mut floor = Samples::default();
-    for _ in 0..200 {
-        q.get_raw("/healthz", &mut floor)?;
-        pb.inc(1);
-    }
+    let floor = round_trip_floor(&mut q, &pb)?;
     let mut traces = Samples::default();
     for i in 0..args.trace_queries {
         let t = (i as u64 * c.traces / args.trace_queries as u64).min(c.traces - 1);
         let id = c.trace_id(t).to_hex();
-        let v = q.get(&format!("/api/v1/traces/{id}"), &mut traces)?;
-        let mut got: Vec<String> = v["spans"]
-            .as_array()
-            .ok_or("no spans")?
-            .iter()
-            .filter_map(|s| s["span_id"].as_str().map(str::to_string))
-            .collect();
-        got.sort();
-        let mut want: Vec<String> = c.trace(t).iter().map(|s| s.span_id.to_hex()).collect();
-        want.sort();
-        check(got == want, || {
-            format!("trace {id}: {} spans, expected {}", got.len(), want.len())
-        })?;
+        let want = c.trace(t).iter().map(|s| s.span_id.to_hex()).collect();
+        trace_query(&mut q, &id, want, &mut traces)?;
         pb.inc(1);
     }
     // High cardinality: one user's spans (a trace or a few).

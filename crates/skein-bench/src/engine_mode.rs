@@ -497,19 +497,25 @@ fn measure_agent_queries(engine: &Engine, c: &AgentCorpus) -> Result<serde_json:
             return Err(format!("model {model}: {} spans", r.records.len()));
         }
     }
+    let services = services_queries(engine, c.span_count())?;
+    Ok(
+        json!({"get_trace": get.summary(), "attribute_search": users.summary(), "attribute_search_model": models.summary(), "services": services.summary()}),
+    )
+}
+
+/// 20 runs of the services aggregate, each checked to count every span.
+fn services_queries(engine: &Engine, spans: u64) -> Result<Samples, String> {
     let mut services = Samples::default();
     for _ in 0..20 {
         let s = Instant::now();
         let (r, _) = engine.services(Window::ALL).map_err(|e| e.to_string())?;
         services.push(s.elapsed());
         let total: u64 = r.iter().map(|s| s.spans).sum();
-        if total != c.span_count() {
-            return Err(format!("services count {total} spans, expected {}", c.span_count()));
+        if total != spans {
+            return Err(format!("services count {total} spans, expected {spans}"));
         }
     }
-    Ok(
-        json!({"get_trace": get.summary(), "attribute_search": users.summary(), "attribute_search_model": models.summary(), "services": services.summary()}),
-    )
+    Ok(services)
 }
 
 fn measure_canonical_queries(engine: &Engine, c: &Corpus) -> Result<serde_json::Value, String> {
@@ -541,16 +547,7 @@ fn measure_canonical_queries(engine: &Engine, c: &Corpus) -> Result<serde_json::
             return Err(format!("group {g}: {} spans", r.records.len()));
         }
     }
-    let mut services = Samples::default();
-    for _ in 0..20 {
-        let s = Instant::now();
-        let (r, _) = engine.services(Window::ALL).map_err(|e| e.to_string())?;
-        services.push(s.elapsed());
-        let total: u64 = r.iter().map(|s| s.spans).sum();
-        if total != c.span_count() {
-            return Err(format!("services count {total} spans"));
-        }
-    }
+    let services = services_queries(engine, c.span_count())?;
     std::thread::sleep(Duration::from_millis(1));
     Ok(json!({"get_trace": get.summary(), "attribute_search": attr.summary(), "services": services.summary()}))
 }
