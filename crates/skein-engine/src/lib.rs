@@ -72,6 +72,9 @@ pub use error::{Error, Result};
 pub use health::{Fault, FaultKind};
 pub use part::{PageCacheStats, WriterOptions};
 pub use payload::{PayloadPolicy, PayloadRef, PayloadStats};
+pub use query::llm::{
+    SessionDetail, SessionPage, SessionSummary, SessionTurn, ToolSummary, Usage, UsageFigures, UsageGroup, UsageGroupBy,
+};
 pub use query::{
     Anomaly, AttrFilter, AttrPredicate, Cursor, Explain, Latency, LogQuery, MetricQuery, OperationSummary,
     SearchResult, ServiceSummary, SourceExplain, SpanQuery, Summary, Window,

@@ -33,6 +33,10 @@ pub struct ServerConfig {
     /// How long shutdown waits for in-flight requests.
     #[serde(with = "secs")]
     pub shutdown_timeout: Duration,
+    /// LLM prices: the built-in table with a `--pricing` file's entries in
+    /// front (none: the built-in table alone).
+    #[serde(skip)]
+    pub pricing: Option<std::sync::Arc<skein_model::genai::Pricing>>,
 }
 
 pub const DEFAULT_OTLP_GRPC: &str = "127.0.0.1:4317";
@@ -55,6 +59,7 @@ impl ServerConfig {
             page_cache_bytes: 32 << 20,
             wal_salvage: false,
             shutdown_timeout: Duration::from_secs(30),
+            pricing: None,
         }
     }
 }

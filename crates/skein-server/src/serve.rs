@@ -143,6 +143,10 @@ pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()> + Send
     opts.hot_max_age = config.hot_max_age;
     opts.payloads.threshold = config.payload_threshold;
     opts.page_cache_bytes = config.page_cache_bytes as u64;
+    if let Some(p) = &config.pricing {
+        opts.pricing = p.clone();
+    }
+    crate::api::llm_views::set_pricing(opts.pricing.clone());
     opts.wal_recovery = if config.wal_salvage {
         skein_engine::RecoveryMode::Salvage
     } else {

@@ -57,6 +57,11 @@ pub struct ServeArgs {
     /// [default: 4KiB].
     #[arg(long, env = "SKEIN_PAYLOAD_THRESHOLD", value_name = "SIZE")]
     payload_threshold: Option<String>,
+    /// A TOML file of LLM prices that extends or overrides the built-in
+    /// table (`[[model]]` with `match`, `input_per_mtok`, `output_per_mtok`,
+    /// …; docs/llm.md). A file that does not parse refuses to start.
+    #[arg(long, env = "SKEIN_PRICING", value_name = "FILE")]
+    pricing: Option<PathBuf>,
     /// On a corrupt WAL, cut the log at the damage and start (reporting the
     /// loss) instead of refusing to start.
     #[arg(long, env = "SKEIN_WAL_SALVAGE")]
@@ -84,6 +89,7 @@ struct FileConfig {
     hot_max_age: Option<String>,
     page_cache_bytes: Option<toml::Value>,
     payload_threshold: Option<toml::Value>,
+    pricing: Option<PathBuf>,
     wal_salvage: Option<bool>,
     shutdown_timeout: Option<u64>,
     log: Option<String>,
@@ -214,6 +220,12 @@ fn build_config(args: &ServeArgs) -> Result<(ServerConfig, String), String> {
         "payload-threshold",
         c.payload_threshold,
     )?;
+    if let Some(path) = args.pricing.as_ref().or(file.pricing.as_ref()) {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("--pricing {}: {e}", path.display()))?;
+        let pricing = skein_model::genai::Pricing::with_overrides(&text)
+            .map_err(|e| format!("--pricing {}: {e}", path.display()))?;
+        c.pricing = Some(std::sync::Arc::new(pricing));
+    }
     c.wal_salvage = args.wal_salvage || file.wal_salvage.unwrap_or(false);
     if let Some(s) = args.shutdown_timeout.or(file.shutdown_timeout) {
         c.shutdown_timeout = Duration::from_secs(s);

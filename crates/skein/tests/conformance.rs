@@ -152,3 +152,61 @@ fn opentelemetry_js_sdk_over_http_json() {
     cmd.arg(root.join("tests/conformance/otel_js.mjs"));
     run_client("otel_js.mjs", cmd, &server);
 }
+
+fn genai_missing(root: &Path, module: &str) -> Option<String> {
+    let out = Command::new("python3")
+        .current_dir(root)
+        .args(["-c", &format!("import openai, opentelemetry.sdk, {module}")])
+        .output();
+    match out {
+        Err(e) => Some(format!("cannot run python3: {e}")),
+        Ok(o) if !o.status.success() => Some(String::from_utf8_lossy(&o.stderr).trim().to_string()),
+        Ok(_) => None,
+    }
+}
+
+/// A GenAI instrumentation of the OpenAI client exports two model calls, a
+/// tool call and a session to skein; genai_python.py checks what skein
+/// makes of them (tokens by kind, cost under `--pricing`, session, messages).
+fn genai_instrumentation(which: &str, module: &str, package: &str) {
+    let root = repo_root();
+    require_client(
+        package,
+        genai_missing(&root, module),
+        "python3 -m pip install -r tests/requirements.txt",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let pricing = root.join("tests/conformance/test_pricing.toml");
+    let server = Server::start(&dir.path().join("data"), &["--pricing", pricing.to_str().unwrap()]);
+    let mut cmd = Command::new("python3");
+    cmd.arg(root.join("tests/conformance/genai_python.py"))
+        .args(["--instrumentation", which]);
+    run_client("genai_python.py", cmd, &server);
+}
+
+#[test]
+fn genai_official_opentelemetry_openai_instrumentation() {
+    genai_instrumentation(
+        "otel",
+        "opentelemetry.instrumentation.openai_v2",
+        "opentelemetry-instrumentation-openai-v2",
+    );
+}
+
+#[test]
+fn genai_openinference_openai_instrumentation() {
+    genai_instrumentation(
+        "openinference",
+        "openinference.instrumentation.openai",
+        "openinference-instrumentation-openai",
+    );
+}
+
+#[test]
+fn genai_openllmetry_openai_instrumentation() {
+    genai_instrumentation(
+        "openllmetry",
+        "opentelemetry.instrumentation.openai",
+        "opentelemetry-instrumentation-openai (OpenLLMetry)",
+    );
+}

@@ -378,7 +378,8 @@ fn every_api_route_answers_its_documented_shape() {
     let spans = serde_json::json!([
         {"trace_id": trace_id, "span_id": "00f067aa0ba902b7", "name": "GET /cart", "service": "svc",
          "kind": "server", "start_time_unix_nano": t0, "duration_ns": 2_000_000, "status": "error",
-         "attributes": {"gen_ai.prompt": prompt}},
+         "attributes": {"gen_ai.prompt": prompt, "gen_ai.request.model": "gpt-4o",
+                        "gen_ai.usage.input_tokens": 1000, "gen_ai.conversation.id": "conv-1"}},
         {"trace_id": trace_id, "span_id": "00f067aa0ba902b8", "parent_span_id": "00f067aa0ba902b7",
          "name": "SELECT cart", "service": "svc", "start_time_unix_nano": t0 + 100, "duration_ns": 800}
     ]);
@@ -436,6 +437,15 @@ fn every_api_route_answers_its_documented_shape() {
             "/api/v1/correlate/4bf92f3577b34da6a3ce929d0e0e4736",
         ),
         ("get", "/api/v1/stats", "/api/v1/stats"),
+        ("get", "/api/v1/llm/usage", "/api/v1/llm/usage?group_by=service"),
+        ("get", "/api/v1/llm/tools", "/api/v1/llm/tools"),
+        ("get", "/api/v1/sessions", "/api/v1/sessions"),
+        ("get", "/api/v1/sessions/{id}", "/api/v1/sessions/conv-1"),
+        (
+            "get",
+            "/api/v1/export",
+            "/api/v1/export?signal=spans&service=svc&payloads=inline",
+        ),
         ("get", "/api/v1/tail", "/api/v1/tail"),
         ("get", "/api/v1/openapi.json", "/api/v1/openapi.json"),
     ];
@@ -474,6 +484,21 @@ fn every_api_route_answers_its_documented_shape() {
             // Bytes, not JSON: the prompt as sent.
             assert_eq!(content_type, "text/plain; charset=utf-8");
             assert_eq!(r.text().unwrap(), prompt);
+            continue;
+        }
+        if description == "application/x-ndjson" {
+            // The export: a record per line, then its completion line.
+            assert_eq!(content_type, "application/x-ndjson");
+            let text = r.text().unwrap();
+            let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+            assert_eq!(lines.len(), 3, "{text}");
+            assert_eq!(lines[2], serde_json::json!({"export_complete": true, "count": 2}));
+            assert!(
+                lines[..2]
+                    .iter()
+                    .all(|s| s["service"] == "svc" && s["trace_id"] == trace_id)
+            );
+            assert!(text.contains("Which items are in the cart"), "payloads inline: {text}");
             continue;
         }
         if description == "text/event-stream" {
@@ -518,6 +543,11 @@ fn every_api_route_answers_its_documented_shape() {
     );
     assert_eq!(len(&a("GET /api/v1/services/{service}/operations")["operations"]), 2);
     assert_eq!(a("GET /api/v1/summary")["error_spans"], 1);
+    let usage = &a("GET /api/v1/llm/usage")["groups"][0];
+    assert_eq!((usage["key"].clone(), usage["calls"].clone()), ("svc".into(), 1.into()));
+    assert_eq!(usage["input_tokens"], 1000);
+    assert_eq!(a("GET /api/v1/sessions")["sessions"][0]["spans"], 2);
+    assert_eq!(len(&a("GET /api/v1/sessions/{id}")["turns"]), 1);
     assert_eq!(a("GET /api/v1/correlate/{trace_id}")["trace"]["span_count"], 2);
     assert_eq!(a("GET /api/v1/stats")["spans"], 3);
 

@@ -75,6 +75,7 @@ use crate::query::Window;
 use crate::query::aggregate::{self, Anomaly, OperationSummary, ServiceSummary, Summary};
 use crate::query::explain::Explain;
 use crate::query::filter::{LogQuery, MetricQuery, SpanQuery};
+use crate::query::llm;
 use crate::query::search::{self, SearchResult};
 use crate::record::Signal;
 use crate::storage::PartStore;
@@ -109,6 +110,9 @@ pub struct EngineOptions {
     /// Keep full-text indexes (per part, and of the hot tier). Off, a text
     /// query scans its window: the same answers, slower. Default on.
     pub full_text: bool,
+    /// Prices of LLM calls (costs are computed when asked, so a corrected
+    /// price applies to data already stored). Default: the built-in table.
+    pub pricing: Arc<skein_model::genai::Pricing>,
 }
 
 impl EngineOptions {
@@ -127,6 +131,7 @@ impl EngineOptions {
             background: true,
             page_cache_bytes: 32 << 20,
             full_text: true,
+            pricing: Arc::new(skein_model::genai::Pricing::built_in()),
         }
     }
 }
@@ -426,6 +431,91 @@ impl Engine {
             &mut ex,
         )?;
         Ok((r, ex))
+    }
+
+    /// LLM calls in `w`: tokens, cost and latency by `group_by`.
+    pub fn llm_usage(&self, w: Window, group_by: llm::UsageGroupBy) -> Result<(llm::Usage, Explain)> {
+        let mut ex = Explain::new(Signal::Spans);
+        let r = llm::usage(
+            &self.state().sources::<Span>(),
+            w,
+            group_by,
+            &self.inner.opts.pricing,
+            &self.inner.shadow_cache,
+            &mut ex,
+        )?;
+        Ok((r, ex))
+    }
+
+    /// Tool executions in `w` by tool.
+    pub fn llm_tools(&self, w: Window) -> Result<(Vec<llm::ToolSummary>, Explain)> {
+        let mut ex = Explain::new(Signal::Spans);
+        let r = llm::tools(&self.state().sources::<Span>(), w, &self.inner.shadow_cache, &mut ex)?;
+        Ok((r, ex))
+    }
+
+    /// Sessions active in `w`, most recent first.
+    pub fn sessions(&self, w: Window, limit: usize, cursor: Option<&str>) -> Result<(llm::SessionPage, Explain)> {
+        let after = match cursor {
+            Some(c) => Some(
+                llm::decode_cursor(c).ok_or_else(|| Error::Invalid(format!("cursor {c:?} is not a session cursor")))?,
+            ),
+            None => None,
+        };
+        let mut ex = Explain::new(Signal::Spans);
+        let r = llm::sessions(
+            &self.state().sources::<Span>(),
+            w,
+            limit,
+            after,
+            &self.inner.opts.pricing,
+            &self.inner.shadow_cache,
+            &mut ex,
+        )?;
+        Ok((r, ex))
+    }
+
+    /// One session: its summary, traces, and each model and tool call in
+    /// time order; `None` if no span in `w` carries the id.
+    pub fn session(&self, id: &str, w: Window) -> Result<Option<llm::SessionDetail>> {
+        let sources = self.state().sources::<Span>();
+        let mut ex = Explain::new(Signal::Spans);
+        let found = llm::session_summaries(
+            &sources,
+            w,
+            Some(id),
+            &self.inner.opts.pricing,
+            &self.inner.shadow_cache,
+            &mut ex,
+        )?;
+        let Some((summary, traces)) = found.into_iter().next() else {
+            return Ok(None);
+        };
+        let mut turns = Vec::new();
+        for t in &traces {
+            for span in search::trace_records(&sources, *t, &mut ex)? {
+                if let Some(call) = skein_model::genai::LlmCall::from_attributes(&span.attributes)
+                    && matches!(
+                        call.kind,
+                        Some(skein_model::genai::CallKind::Llm | skein_model::genai::CallKind::Tool)
+                    )
+                {
+                    let cost = self.inner.opts.pricing.cost(&call, span.start_time_unix_nano);
+                    turns.push(llm::SessionTurn { span, call, cost });
+                }
+            }
+        }
+        turns.sort_by_key(|t| (t.span.start_time_unix_nano, t.span.span_id));
+        Ok(Some(llm::SessionDetail {
+            summary,
+            traces: traces.into_iter().map(skein_model::TraceId::from_u128).collect(),
+            turns,
+        }))
+    }
+
+    /// The price table costs are computed with.
+    pub fn pricing(&self) -> &skein_model::genai::Pricing {
+        &self.inner.opts.pricing
     }
 
     /// Freezes the hot tier and writes it to parts, synchronously. A

@@ -8,6 +8,7 @@
 pub mod aggregate;
 pub mod explain;
 pub mod filter;
+pub mod llm;
 pub mod search;
 pub mod shadow;
 pub mod sketch;

@@ -12,7 +12,7 @@ use super::params::{Params, now_ns, parse_duration};
 use super::{ApiError, ApiResult, JsonBytes, blocking, blocking_bytes, inline_bytes, to_json_bytes, views};
 use crate::app::App;
 
-type Q = Query<Vec<(String, String)>>;
+pub(super) type Q = Query<Vec<(String, String)>>;
 
 fn trace_id(s: &str) -> Result<TraceId, ApiError> {
     TraceId::from_hex(s).map_err(|e| ApiError::bad_request(&e.to_string()))
@@ -22,7 +22,7 @@ fn cursor(p: &mut Params) -> Result<Option<Cursor>, ApiError> {
     p.parse("cursor", |v| v.parse::<Cursor>())
 }
 
-fn with_explain(mut v: Value, explain: bool, e: &skein_engine::Explain) -> Value {
+pub(super) fn with_explain(mut v: Value, explain: bool, e: &skein_engine::Explain) -> Value {
     if let Some(x) = explain_value(explain, e) {
         v["explain"] = x;
     }
@@ -33,7 +33,7 @@ fn explain_value(explain: bool, e: &skein_engine::Explain) -> Option<Value> {
     explain.then(|| serde_json::to_value(e).unwrap_or(Value::Null))
 }
 
-fn span_query(p: &mut Params) -> Result<SpanQuery, ApiError> {
+pub(super) fn span_query(p: &mut Params) -> Result<SpanQuery, ApiError> {
     let window = p.window()?.unwrap_or_default();
     Ok(SpanQuery {
         service: p.get("service"),
@@ -81,7 +81,7 @@ fn with_highlights<R: skein_engine::TextRecord>(
 
 /// `payloads=ref` (the default: big values as `{"$payload", "bytes",
 /// "preview"}` references) or `payloads=inline` (the values themselves).
-fn inline_payloads(p: &mut Params) -> Result<bool, ApiError> {
+pub(super) fn inline_payloads(p: &mut Params) -> Result<bool, ApiError> {
     match p.get("payloads").as_deref() {
         None | Some("ref") => Ok(false),
         Some("inline") => Ok(true),
@@ -90,7 +90,7 @@ fn inline_payloads(p: &mut Params) -> Result<bool, ApiError> {
 }
 
 /// `records`, with their payloads put back when `inline` is set.
-fn with_payloads<R: skein_engine::Record>(
+pub(super) fn with_payloads<R: skein_engine::Record>(
     e: &Engine,
     inline: bool,
     records: Vec<Arc<R>>,
@@ -254,10 +254,9 @@ pub async fn search_spans(State(app): State<Arc<App>>, Query(q): Q) -> Result<Js
     .await
 }
 
-pub async fn search_logs(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
-    let mut p = Params::new(q);
+pub(super) fn log_query(p: &mut Params) -> Result<LogQuery, ApiError> {
     let window = p.window()?.unwrap_or_default();
-    let query = LogQuery {
+    Ok(LogQuery {
         service: p.get("service"),
         min_severity: p.parse("severity", |v| {
             skein_model::log::parse_severity(v)
@@ -269,12 +268,17 @@ pub async fn search_logs(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult 
         })?,
         body_contains: p.get("body_contains").or(p.get("q")),
         attributes: p.attributes(),
-        text: text_param(&mut p)?,
+        text: text_param(p)?,
         window,
         limit: p.limit(100, 10_000)?,
-        cursor: cursor(&mut p)?,
+        cursor: cursor(p)?,
         payload_text: None,
-    };
+    })
+}
+
+pub async fn search_logs(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
+    let mut p = Params::new(q);
+    let query = log_query(&mut p)?;
     let explain = p.flag("explain")?;
     let inline = inline_payloads(&mut p)?;
     p.finish()?;
@@ -315,7 +319,7 @@ pub async fn search_metrics(State(app): State<Arc<App>>, Query(q): Q) -> ApiResu
     .await
 }
 
-fn window_param(p: &mut Params, default_last: Option<&str>) -> Result<Window, ApiError> {
+pub(super) fn window_param(p: &mut Params, default_last: Option<&str>) -> Result<Window, ApiError> {
     if let Some(w) = p.window()? {
         return Ok(w);
     }
@@ -327,7 +331,7 @@ fn window_param(p: &mut Params, default_last: Option<&str>) -> Result<Window, Ap
     Ok(Window::ALL)
 }
 
-fn window_json(w: Window) -> Value {
+pub(super) fn window_json(w: Window) -> Value {
     json!({
         "start_unix_nano": w.start,
         "end_unix_nano": if w.end == u64::MAX { Value::Null } else { w.end.into() },

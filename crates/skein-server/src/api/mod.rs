@@ -3,7 +3,10 @@
 //! unknown parameters refused by name. `explain=true` adds the engine's
 //! account of how it answered.
 
+mod export;
 mod handlers;
+mod llm;
+pub mod llm_views;
 pub mod openapi;
 mod otlp_json;
 pub mod params;
@@ -175,6 +178,11 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/anomalies"),
     ("GET", "/api/v1/correlate/{trace_id}"),
     ("GET", "/api/v1/stats"),
+    ("GET", "/api/v1/llm/usage"),
+    ("GET", "/api/v1/llm/tools"),
+    ("GET", "/api/v1/sessions"),
+    ("GET", "/api/v1/sessions/{id}"),
+    ("GET", "/api/v1/export"),
     ("GET", "/api/v1/payloads/{ref}"),
     ("GET", "/api/v1/tail"),
     ("GET", "/api/v1/openapi.json"),
@@ -193,6 +201,11 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/v1/anomalies", get(handlers::anomalies))
         .route("/api/v1/correlate/{trace_id}", get(handlers::correlate))
         .route("/api/v1/stats", get(handlers::stats))
+        .route("/api/v1/llm/usage", get(llm::usage))
+        .route("/api/v1/llm/tools", get(llm::tools))
+        .route("/api/v1/sessions", get(llm::sessions))
+        .route("/api/v1/sessions/{id}", get(llm::session))
+        .route("/api/v1/export", get(export::export))
         .route("/api/v1/payloads/{ref}", get(payloads::get_payload))
         .route("/api/v1/tail", get(tail::tail))
         .route("/api/v1/openapi.json", get(openapi::document))

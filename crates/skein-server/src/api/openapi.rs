@@ -134,6 +134,15 @@ pub fn spec() -> Value {
         v.push(text_param());
         v
     };
+    let export = {
+        let mut v = vec![
+            param("signal", "spans (default) or logs."),
+            param("limit", "At most this many records (default: all)."),
+            payloads_param(),
+        ];
+        v.extend(span_filters().into_iter().filter(|p| p["name"] != "limit"));
+        v
+    };
     json!({
         "openapi": "3.1.0",
         "info": {"title": "Skein API", "version": env!("CARGO_PKG_VERSION"),
@@ -172,6 +181,27 @@ pub fn spec() -> Value {
                               "404": {"description": "No payload has this reference."},
                               "416": {"description": "The range lies past the end."}}}},
             "/api/v1/stats": {"get": op("Records, parts, payloads, bytes on disk, WAL bytes, memory, uptime, faults.", vec![], "{records, spans, logs, metric_points, parts, payloads, payload_bytes, payload_logical_bytes, bytes_on_disk, wal_bytes, faults, ...}")},
+            "/api/v1/llm/usage": {"get": op("LLM calls grouped: calls, errors, tokens by kind, cost (reported, else derived from the price table; unpriced counted), latency and time-to-first-token percentiles.", {
+                let mut v = vec![param("group_by", "model (default), provider, service, session, agent, user or day.")];
+                v.extend(agg.clone());
+                v
+            }, "{window, group_by, groups: [{key, calls, errors, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, cost_usd, unpriced_calls, latency_p50_ns, latency_p95_ns, ttft_p50_ns}], totals}")},
+            "/api/v1/llm/tools": {"get": op("Tool executions per tool: calls, errors, p50/p95.", agg.clone(), "{window, tools: [{tool, calls, errors, error_rate, p50_ns, p95_ns}]}")},
+            "/api/v1/sessions": {"get": op("Sessions (conversations), most recent first.", {
+                let mut v = agg.clone();
+                v.push(param("limit", "Sessions per page (default 50, at most 1000)."));
+                v.push(param("cursor", "next_cursor of the previous page."));
+                v
+            }, "{sessions: [{session_id, traces, spans, llm_calls, input_tokens, output_tokens, cost_usd, errors, models, agents, start_time_unix_nano, end_time_unix_nano}], next_cursor}")},
+            "/api/v1/sessions/{id}": {"get": op("One session: its summary, traces, and each model and tool call in time order with messages, tool calls, tokens and cost.", {
+                let mut v = vec![path_param("id", "The session id.")];
+                v.extend(window());
+                v.push(payloads_param());
+                v
+            }, "{session_id, ..., traces: [...], turns: [{trace_id, span_id, kind, llm, messages | tool}]}")},
+            "/api/v1/export": {"get": {"summary": "Every span or log matching a search, as NDJSON (one record per line, the shapes of /api/v1/spans and /api/v1/logs), streamed with bounded memory; the last line is {\"export_complete\": true, \"count\": N}.",
+                "parameters": export,
+                "responses": {"200": {"description": "application/x-ndjson"}, "400": {"description": "A bad filter, named."}}}},
             "/api/v1/tail": {"get": {"summary": "New spans and logs as server-sent events (span, log, lagged).",
                 "parameters": [param("signal", "spans, logs or all (default)."), param("service", "Service name."),
                                param("status", "unset, ok or error."), param("severity", "Minimum log severity.")],

@@ -43,6 +43,9 @@ impl Serialize for SpanJson<'_> {
         m.serialize_entry("events", &Each(&s.events, EventJson))?;
         m.serialize_entry("kind", s.kind.as_str())?;
         m.serialize_entry("links", &Each(&s.links, LinkJson))?;
+        if let Some(llm) = super::llm_views::llm_of(s) {
+            m.serialize_entry("llm", &llm)?;
+        }
         m.serialize_entry("name", &s.name)?;
         m.serialize_entry("parent_span_id", &s.parent_span_id.map(|p| p.to_hex()))?;
         m.serialize_entry("resource", &PlainAttrs(&s.resource.attributes))?;

@@ -8,14 +8,18 @@
 //! | `output` | JSON/NDJSON, `--fields`, tables |
 //! | `filters` | flags → API parameters, client-side validation |
 //! | `inspect` | `status`, `services`, `operations`, `summarize`, `anomalies` |
+//! | `llm` | `llm usage`, `llm tools`, `sessions`, `session` |
+//! | `export` | `export spans\|logs`: NDJSON to stdout |
 //! | `query` | `query …`, `get trace`, `correlate` |
 //! | `stream` | `watch`, `tail` |
 //! | `waterfall` | the trace waterfall of `get trace --format table` |
 //! | `skill` | `skill install`: the agent skill file |
 
 pub mod client;
+mod export;
 pub mod filters;
 mod inspect;
+mod llm;
 pub mod output;
 mod query;
 mod skill;
@@ -101,9 +105,20 @@ pub enum Command {
     Services(inspect::ServicesArgs),
     /// RED metrics per operation (span name) of one service.
     Operations(inspect::OperationsArgs),
+    /// LLM usage and cost, and tool calls.
+    #[command(subcommand)]
+    Llm(llm::LlmCommand),
+    /// Sessions (conversations), most recent first.
+    Sessions(llm::SessionsArgs),
+    /// One session as a conversation: turns, tool calls, tokens and cost.
+    Session(llm::SessionArgs),
     /// Search traces, spans, logs or metric points.
     #[command(subcommand)]
     Query(Box<query::QueryCommand>),
+    /// Every span or log matching filters, as NDJSON on stdout (the last
+    /// line `{"export_complete": true, "count": N}`).
+    #[command(subcommand)]
+    Export(Box<export::ExportCommand>),
     /// Fetch one record by id.
     #[command(subcommand)]
     Get(query::GetCommand),
@@ -158,7 +173,11 @@ fn dispatch(command: Command, ctx: &Ctx) -> CliResult<Exit> {
         Command::Anomalies(a) => inspect::anomalies(ctx, &a),
         Command::Services(a) => inspect::services(ctx, &a),
         Command::Operations(a) => inspect::operations(ctx, &a),
+        Command::Llm(c) => llm::llm(ctx, &c),
+        Command::Sessions(a) => llm::sessions(ctx, &a),
+        Command::Session(a) => llm::session(ctx, &a),
         Command::Query(q) => query::query(ctx, &q),
+        Command::Export(c) => export::export(ctx, &c),
         Command::Get(g) => query::get(ctx, &g),
         Command::Correlate(a) => query::correlate(ctx, &a),
         Command::Watch(a) => stream::watch(ctx, &a),

@@ -210,6 +210,8 @@ pub fn cell(row: &Value, key: &str) -> (String, bool) {
                 human_duration(x)
             } else if leaf == "error_rate" {
                 percent(x)
+            } else if leaf.ends_with("_usd") {
+                format!("{x:.4}")
             } else if leaf.ends_with("_bytes") {
                 human_bytes(x)
             } else if leaf.ends_with("_seconds") {

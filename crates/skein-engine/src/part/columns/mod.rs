@@ -28,7 +28,7 @@ use skein_model::{KeyValue, Resource, Scope};
 use crate::error::{Error, Result};
 use crate::record::Record;
 
-pub use spans::SPAN_SUMMARY_COLUMNS;
+pub use spans::{SPAN_LLM_COLUMNS, SPAN_SUMMARY_COLUMNS};
 
 /// Version of the part layout, written into every part's metadata.
 pub const FORMAT_VERSION: u32 = 1;
@@ -127,17 +127,23 @@ pub(crate) trait NullRuns: ArrayBuilder {
     fn append_null_run(&mut self, n: usize);
 }
 
-impl NullRuns for StringBuilder {
-    fn append_null_run(&mut self, n: usize) {
-        self.append_nulls(n);
-    }
+macro_rules! null_runs {
+    ($($builder:ty),*) => {$(
+        impl NullRuns for $builder {
+            fn append_null_run(&mut self, n: usize) {
+                self.append_nulls(n);
+            }
+        }
+    )*};
 }
 
-impl NullRuns for Int64Builder {
-    fn append_null_run(&mut self, n: usize) {
-        self.append_nulls(n);
-    }
-}
+null_runs!(
+    StringBuilder,
+    Int64Builder,
+    arrow_array::builder::Int8Builder,
+    arrow_array::builder::Float64Builder,
+    arrow_array::builder::BooleanBuilder
+);
 
 /// A nullable column filled in one pass over the rows where most rows have
 /// no value (events, links, status messages, GenAI fields): the nulls

@@ -5,8 +5,9 @@ use std::sync::{Arc, LazyLock};
 use arrow_array::builder::*;
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Schema, SchemaRef};
+use skein_model::genai::LlmCall;
 use skein_model::json::{OtlpEvents, OtlpLinks, events_from_json, links_from_json, to_json_string};
-use skein_model::{Span, SpanId, SpanKind, Status, StatusCode, TraceId, genai, value::find_attr};
+use skein_model::{Span, SpanId, SpanKind, Status, StatusCode, TraceId};
 
 use super::*;
 
@@ -46,17 +47,152 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         field("dropped_links_count", DataType::UInt32, false),
         field("resource", DataType::Utf8, false),
         field("scope", DataType::Utf8, false),
-        // Typed GenAI columns, derived from the attributes at write time so
-        // SQL engines can aggregate LLM usage without parsing JSON.
+        // Typed GenAI columns: the span's `LlmCall` (skein-model's genai),
+        // derived from the attributes at write time so that LLM usage, cost
+        // and sessions — here and in any SQL engine — never parse JSON.
+        field("llm_kind", DataType::Int8, true),
+        field("llm_provider", DataType::Utf8, true),
         field("llm_model", DataType::Utf8, true),
+        field("llm_request_model", DataType::Utf8, true),
+        field("llm_operation", DataType::Utf8, true),
         field("llm_input_tokens", DataType::Int64, true),
         field("llm_output_tokens", DataType::Int64, true),
+        field("llm_cache_read_tokens", DataType::Int64, true),
+        field("llm_cache_write_tokens", DataType::Int64, true),
+        field("llm_reasoning_tokens", DataType::Int64, true),
+        field("llm_reported_cost_usd", DataType::Float64, true),
+        // Token figures that contradict each other: kept, never priced.
+        field("llm_flagged", DataType::Boolean, true),
+        field("llm_ttft_ns", DataType::Int64, true),
         field("session_id", DataType::Utf8, true),
+        field("user_id", DataType::Utf8, true),
+        field("agent_name", DataType::Utf8, true),
+        field("tool_name", DataType::Utf8, true),
     ]))
 });
 
-fn first_attr<'a>(s: &'a Span, keys: &[&str]) -> Option<&'a skein_model::AnyValue> {
-    keys.iter().find_map(|k| find_attr(&s.attributes, k))
+/// The typed GenAI columns, as the LLM aggregations read them.
+pub const SPAN_LLM_COLUMNS: &[&str] = &[
+    "llm_kind",
+    "llm_provider",
+    "llm_model",
+    "llm_request_model",
+    "llm_operation",
+    "llm_input_tokens",
+    "llm_output_tokens",
+    "llm_cache_read_tokens",
+    "llm_cache_write_tokens",
+    "llm_reasoning_tokens",
+    "llm_reported_cost_usd",
+    "llm_flagged",
+    "llm_ttft_ns",
+    "session_id",
+    "user_id",
+    "agent_name",
+    "tool_name",
+];
+
+/// Builders of the typed GenAI columns, sparse (most spans are not GenAI).
+struct LlmColumns {
+    kind: Sparse<Int8Builder>,
+    provider: Sparse<StringBuilder>,
+    model: Sparse<StringBuilder>,
+    request_model: Sparse<StringBuilder>,
+    operation: Sparse<StringBuilder>,
+    input: Sparse<Int64Builder>,
+    output: Sparse<Int64Builder>,
+    cache_read: Sparse<Int64Builder>,
+    cache_write: Sparse<Int64Builder>,
+    reasoning: Sparse<Int64Builder>,
+    reported_cost: Sparse<Float64Builder>,
+    flagged: Sparse<BooleanBuilder>,
+    ttft: Sparse<Int64Builder>,
+    session: Sparse<StringBuilder>,
+    user: Sparse<StringBuilder>,
+    agent: Sparse<StringBuilder>,
+    tool: Sparse<StringBuilder>,
+}
+
+impl LlmColumns {
+    fn new() -> LlmColumns {
+        LlmColumns {
+            kind: Sparse::new(Int8Builder::new()),
+            provider: Sparse::new(StringBuilder::new()),
+            model: Sparse::new(StringBuilder::new()),
+            request_model: Sparse::new(StringBuilder::new()),
+            operation: Sparse::new(StringBuilder::new()),
+            input: Sparse::new(Int64Builder::new()),
+            output: Sparse::new(Int64Builder::new()),
+            cache_read: Sparse::new(Int64Builder::new()),
+            cache_write: Sparse::new(Int64Builder::new()),
+            reasoning: Sparse::new(Int64Builder::new()),
+            reported_cost: Sparse::new(Float64Builder::new()),
+            flagged: Sparse::new(BooleanBuilder::new()),
+            ttft: Sparse::new(Int64Builder::new()),
+            session: Sparse::new(StringBuilder::new()),
+            user: Sparse::new(StringBuilder::new()),
+            agent: Sparse::new(StringBuilder::new()),
+            tool: Sparse::new(StringBuilder::new()),
+        }
+    }
+
+    fn append(&mut self, i: usize, c: &LlmCall) {
+        fn put_str(b: &mut Sparse<StringBuilder>, i: usize, v: &Option<String>) {
+            if let Some(v) = v {
+                b.at(i).append_value(v);
+            }
+        }
+        fn put_i64(b: &mut Sparse<Int64Builder>, i: usize, v: Option<i64>) {
+            if let Some(v) = v {
+                b.at(i).append_value(v);
+            }
+        }
+        if let Some(k) = c.kind {
+            self.kind.at(i).append_value(k.as_i8());
+        }
+        put_str(&mut self.provider, i, &c.provider);
+        put_str(&mut self.model, i, &c.model);
+        put_str(&mut self.request_model, i, &c.request_model);
+        put_str(&mut self.operation, i, &c.operation);
+        put_i64(&mut self.input, i, c.input_tokens);
+        put_i64(&mut self.output, i, c.output_tokens);
+        put_i64(&mut self.cache_read, i, c.cache_read_tokens);
+        put_i64(&mut self.cache_write, i, c.cache_write_tokens);
+        put_i64(&mut self.reasoning, i, c.reasoning_tokens);
+        if let Some(v) = c.reported_cost_usd {
+            self.reported_cost.at(i).append_value(v);
+        }
+        if !c.warnings.is_empty() {
+            self.flagged.at(i).append_value(true);
+        }
+        put_i64(&mut self.ttft, i, c.time_to_first_token_ns.map(|v| v as i64));
+        put_str(&mut self.session, i, &c.session_id);
+        put_str(&mut self.user, i, &c.user_id);
+        put_str(&mut self.agent, i, &c.agent_name);
+        put_str(&mut self.tool, i, &c.tool_name);
+    }
+
+    fn finish(self, n: usize, cols: &mut Vec<ArrayRef>) {
+        cols.extend([
+            self.kind.finish(n),
+            self.provider.finish(n),
+            self.model.finish(n),
+            self.request_model.finish(n),
+            self.operation.finish(n),
+            self.input.finish(n),
+            self.output.finish(n),
+            self.cache_read.finish(n),
+            self.cache_write.finish(n),
+            self.reasoning.finish(n),
+            self.reported_cost.finish(n),
+            self.flagged.finish(n),
+            self.ttft.finish(n),
+            self.session.finish(n),
+            self.user.finish(n),
+            self.agent.finish(n),
+            self.tool.finish(n),
+        ]);
+    }
 }
 
 impl Columnar for Span {
@@ -119,10 +255,7 @@ impl Columnar for Span {
         let mut dropped_links = UInt32Builder::with_capacity(n);
         let mut resource = text(&|i| shared.resource_json(resources[i]).len());
         let mut scope = text(&|i| shared.scope_json(scopes[i]).len());
-        let mut llm_model = Sparse::new(StringBuilder::new());
-        let mut llm_in = Sparse::new(Int64Builder::new());
-        let mut llm_out = Sparse::new(Int64Builder::new());
-        let mut session = Sparse::new(StringBuilder::new());
+        let mut llm = LlmColumns::new();
         for (i, s) in rows.iter().enumerate() {
             trace_id.append_value(s.trace_id.0)?;
             span_id.append_value(s.span_id.0)?;
@@ -155,22 +288,11 @@ impl Columnar for Span {
             dropped_links.append_value(s.dropped_links_count);
             resource.append_value(shared.resource_json(resources[i]));
             scope.append_value(shared.scope_json(scopes[i]));
-            if s.attributes.iter().any(|kv| genai::may_be_genai_key(&kv.key)) {
-                if let Some(v) = first_attr(s, genai::REQUEST_MODEL).and_then(|v| v.as_str()) {
-                    llm_model.at(i).append_value(v);
-                }
-                if let Some(v) = first_attr(s, genai::INPUT_TOKENS).and_then(|v| v.as_i64()) {
-                    llm_in.at(i).append_value(v);
-                }
-                if let Some(v) = first_attr(s, genai::OUTPUT_TOKENS).and_then(|v| v.as_i64()) {
-                    llm_out.at(i).append_value(v);
-                }
-                if let Some(v) = first_attr(s, genai::SESSION_ID).and_then(|v| v.as_str()) {
-                    session.at(i).append_value(v);
-                }
+            if let Some(call) = LlmCall::from_attributes(&s.attributes) {
+                llm.append(i, &call);
             }
         }
-        let cols: Vec<ArrayRef> = vec![
+        let mut cols: Vec<ArrayRef> = vec![
             Arc::new(trace_id.finish()),
             Arc::new(span_id.finish()),
             Arc::new(parent.finish()),
@@ -191,11 +313,8 @@ impl Columnar for Span {
             Arc::new(dropped_links.finish()),
             Arc::new(resource.finish()),
             Arc::new(scope.finish()),
-            llm_model.finish(n),
-            llm_in.finish(n),
-            llm_out.finish(n),
-            session.finish(n),
         ];
+        llm.finish(n, &mut cols);
         Ok(RecordBatch::try_new(SCHEMA.clone(), cols)?)
     }
 

@@ -1,0 +1,783 @@
+//! LLM and agent telemetry, aggregated: usage and cost by a dimension, tool
+//! calls by tool, and sessions (conversations).
+//!
+//! Parts answer from their typed GenAI columns (`llm_*`, `session_id`, …,
+//! written from each span's [`LlmCall`]), never from attribute JSON; the hot
+//! tier derives the same view from its spans; a part written before those
+//! columns existed is decoded instead. Costs are computed at query time from
+//! tokens and the price table, so a corrected price applies to old data
+//! too; a cost the client reported wins.
+//!
+//! A session is the set of traces in which some span carries the session
+//! id; its calls, tokens and cost are those of every GenAI span in those
+//! traces (OTel GenAI instrumentations put `gen_ai.conversation.id` on the
+//! agent span only, not on each model call below it).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float64Type, Int8Type, Int64Type, TimestampNanosecondType};
+use arrow_array::{Array, BooleanArray, FixedSizeBinaryArray, PrimitiveArray, RecordBatch, StringArray};
+use serde::Serialize;
+use skein_model::Span;
+use skein_model::genai::{CallKind, CostInput, CostSource, LlmCall, PriceMemo, Pricing, Tokens, pricing::date_of};
+
+use super::explain::{Explain, SourceExplain};
+use super::search::Source;
+use super::shadow::{ShadowCache, shadowed_span_rows};
+use super::sketch::Sketch;
+use super::window::Window;
+use crate::error::Result;
+use crate::hash::{FastMap, FastSet};
+use crate::part::Part;
+use crate::part::columns::SPAN_LLM_COLUMNS;
+
+/// One GenAI span as the aggregations see it, borrowed from a part's
+/// columns or from a hot span's [`LlmCall`].
+#[derive(Debug, Clone, Copy)]
+pub struct CallRow<'a> {
+    pub time: u64,
+    pub duration_ns: u64,
+    pub error: bool,
+    pub trace_id: u128,
+    pub service: &'a str,
+    pub kind: Option<CallKind>,
+    pub provider: Option<&'a str>,
+    pub model: Option<&'a str>,
+    pub request_model: Option<&'a str>,
+    pub tokens: Tokens,
+    pub reported_usd: Option<f64>,
+    pub flagged: bool,
+    pub ttft_ns: Option<u64>,
+    pub session: Option<&'a str>,
+    pub user: Option<&'a str>,
+    pub agent: Option<&'a str>,
+    pub tool: Option<&'a str>,
+}
+
+impl<'a> CallRow<'a> {
+    fn of_span(s: &'a Span, c: &'a LlmCall) -> CallRow<'a> {
+        CallRow {
+            time: s.start_time_unix_nano,
+            duration_ns: s.duration_ns(),
+            error: s.is_error(),
+            trace_id: s.trace_id.as_u128(),
+            service: s.service_name(),
+            kind: c.kind,
+            provider: c.provider.as_deref(),
+            model: c.model.as_deref(),
+            request_model: c.request_model.as_deref(),
+            tokens: c.tokens(),
+            reported_usd: c.reported_cost_usd,
+            flagged: !c.warnings.is_empty(),
+            ttft_ns: c.time_to_first_token_ns,
+            session: c.session_id.as_deref(),
+            user: c.user_id.as_deref(),
+            agent: c.agent_name.as_deref(),
+            tool: c.tool_name.as_deref(),
+        }
+    }
+
+    pub fn is_llm(&self) -> bool {
+        self.kind == Some(CallKind::Llm)
+    }
+
+    /// Whether its token figures count: a model call whose figures do not
+    /// contradict each other.
+    fn counts_tokens(&self) -> bool {
+        self.is_llm() && !self.flagged
+    }
+
+    fn cost_input(&self) -> CostInput<'a> {
+        CostInput {
+            provider: self.provider,
+            model: self.model,
+            request_model: self.request_model,
+            tokens: self.tokens,
+            reported_usd: self.reported_usd,
+            priceable: self.counts_tokens() && (self.tokens.input.is_some() || self.tokens.output.is_some()),
+        }
+    }
+}
+
+/// Calls `f` with every GenAI span in `w` (the newest copy of each).
+pub fn visit_calls(
+    sources: &[Source<Span>],
+    w: Window,
+    cache: &ShadowCache,
+    explain: &mut Explain,
+    f: &mut dyn FnMut(&CallRow<'_>),
+) -> Result<()> {
+    let shadowed = shadowed_span_rows(sources, w, cache)?;
+    for (s, shadowed) in sources.iter().zip(&shadowed) {
+        match s {
+            Source::Mem(m) => {
+                let m = m.read();
+                let mut ex = SourceExplain::new("hot", None);
+                for row in 0..m.total_rows() {
+                    if !m.is_live(row) || shadowed.contains(&row) {
+                        continue;
+                    }
+                    let sp = m.row(row);
+                    ex.rows_examined += 1;
+                    if !w.contains(sp.start_time_unix_nano) {
+                        continue;
+                    }
+                    if let Some(call) = LlmCall::from_attributes(&sp.attributes) {
+                        f(&CallRow::of_span(sp, &call));
+                    }
+                }
+                explain.add(ex);
+            }
+            Source::Part(p) => {
+                let mut ex = SourceExplain::new("part", Some(p.meta.id));
+                if p.misses(w) {
+                    ex.pruned = Some("time range".into());
+                } else {
+                    visit_part(p, w, shadowed, &mut ex, f)?;
+                }
+                explain.add(ex);
+            }
+        }
+    }
+    Ok(())
+}
+
+const ROW_COLUMNS: &[&str] = &[
+    "trace_id",
+    "start_time_unix_nano",
+    "duration_ns",
+    "status_code",
+    "service_name",
+];
+
+fn visit_part(
+    p: &Part,
+    w: Window,
+    shadowed: &FastSet<u32>,
+    ex: &mut SourceExplain,
+    f: &mut dyn FnMut(&CallRow<'_>),
+) -> Result<()> {
+    let range = p.index.row_range(p.rows(), w);
+    let columns: Vec<&str> = ROW_COLUMNS.iter().chain(SPAN_LLM_COLUMNS).copied().collect();
+    let mut next_row = range.start;
+    for b in p.read_columns(&columns, range.clone(), 65536)? {
+        let first_row = next_row;
+        next_row += b.num_rows() as u32;
+        let Some(cols) = LlmBatch::new(&b) else {
+            // Written before the typed GenAI columns: decode the spans.
+            return visit_part_records(p, w, shadowed, ex, f);
+        };
+        ex.rows_examined += b.num_rows() as u64;
+        for i in 0..b.num_rows() {
+            if cols.kind.is_null(i) && cols.session.is_null(i) {
+                continue;
+            }
+            if shadowed.contains(&(first_row + i as u32)) {
+                continue;
+            }
+            let time = cols.start.value(i).max(0) as u64;
+            if !w.contains(time) {
+                continue;
+            }
+            f(&cols.row(i, time));
+        }
+    }
+    Ok(())
+}
+
+fn visit_part_records(
+    p: &Part,
+    w: Window,
+    shadowed: &FastSet<u32>,
+    ex: &mut SourceExplain,
+    f: &mut dyn FnMut(&CallRow<'_>),
+) -> Result<()> {
+    let mut row = 0u32;
+    for batch in p.scan::<Span>(8192)? {
+        for sp in batch? {
+            let this = row;
+            row += 1;
+            ex.rows_decoded += 1;
+            if shadowed.contains(&this) || !w.contains(sp.start_time_unix_nano) {
+                continue;
+            }
+            if let Some(call) = LlmCall::from_attributes(&sp.attributes) {
+                f(&CallRow::of_span(&sp, &call));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A batch of a part's GenAI columns.
+struct LlmBatch<'b> {
+    trace: &'b FixedSizeBinaryArray,
+    start: &'b PrimitiveArray<TimestampNanosecondType>,
+    duration: &'b PrimitiveArray<Int64Type>,
+    status: &'b PrimitiveArray<Int8Type>,
+    service: &'b StringArray,
+    kind: &'b PrimitiveArray<Int8Type>,
+    provider: &'b StringArray,
+    model: &'b StringArray,
+    request_model: &'b StringArray,
+    input: &'b PrimitiveArray<Int64Type>,
+    output: &'b PrimitiveArray<Int64Type>,
+    cache_read: &'b PrimitiveArray<Int64Type>,
+    cache_write: &'b PrimitiveArray<Int64Type>,
+    reasoning: &'b PrimitiveArray<Int64Type>,
+    reported: &'b PrimitiveArray<Float64Type>,
+    flagged: &'b BooleanArray,
+    ttft: &'b PrimitiveArray<Int64Type>,
+    session: &'b StringArray,
+    user: &'b StringArray,
+    agent: &'b StringArray,
+    tool: &'b StringArray,
+}
+
+impl<'b> LlmBatch<'b> {
+    /// `None` when the batch lacks a column (an older part).
+    fn new(b: &'b RecordBatch) -> Option<LlmBatch<'b>> {
+        let col = |n: &str| b.column_by_name(n);
+        let s = |n: &str| col(n).and_then(|c| c.as_string_opt::<i32>());
+        let i64s = |n: &str| col(n).and_then(|c| c.as_primitive_opt::<Int64Type>());
+        Some(LlmBatch {
+            trace: col("trace_id")?.as_fixed_size_binary_opt()?,
+            start: col("start_time_unix_nano")?.as_primitive_opt::<TimestampNanosecondType>()?,
+            duration: i64s("duration_ns")?,
+            status: col("status_code")?.as_primitive_opt::<Int8Type>()?,
+            service: s("service_name")?,
+            kind: col("llm_kind")?.as_primitive_opt::<Int8Type>()?,
+            provider: s("llm_provider")?,
+            model: s("llm_model")?,
+            request_model: s("llm_request_model")?,
+            input: i64s("llm_input_tokens")?,
+            output: i64s("llm_output_tokens")?,
+            cache_read: i64s("llm_cache_read_tokens")?,
+            cache_write: i64s("llm_cache_write_tokens")?,
+            reasoning: i64s("llm_reasoning_tokens")?,
+            reported: col("llm_reported_cost_usd")?.as_primitive_opt::<Float64Type>()?,
+            flagged: col("llm_flagged")?.as_boolean_opt()?,
+            ttft: i64s("llm_ttft_ns")?,
+            session: s("session_id")?,
+            user: s("user_id")?,
+            agent: s("agent_name")?,
+            tool: s("tool_name")?,
+        })
+    }
+
+    fn row(&self, i: usize, time: u64) -> CallRow<'b> {
+        let s = |a: &'b StringArray| (!a.is_null(i)).then(|| a.value(i));
+        let n = |a: &'b PrimitiveArray<Int64Type>| (!a.is_null(i)).then(|| a.value(i));
+        CallRow {
+            time,
+            duration_ns: self.duration.value(i).max(0) as u64,
+            error: self.status.value(i) == skein_model::StatusCode::Error as i8,
+            trace_id: u128::from_be_bytes(self.trace.value(i).try_into().unwrap_or_default()),
+            service: self.service.value(i),
+            kind: (!self.kind.is_null(i))
+                .then(|| CallKind::from_i8(self.kind.value(i)))
+                .flatten(),
+            provider: s(self.provider),
+            model: s(self.model),
+            request_model: s(self.request_model),
+            tokens: Tokens {
+                input: n(self.input),
+                output: n(self.output),
+                cache_read: n(self.cache_read),
+                cache_write: n(self.cache_write),
+                reasoning: n(self.reasoning),
+            },
+            reported_usd: (!self.reported.is_null(i)).then(|| self.reported.value(i)),
+            flagged: !self.flagged.is_null(i) && self.flagged.value(i),
+            ttft_ns: n(self.ttft).map(|v| v.max(0) as u64),
+            session: s(self.session),
+            user: s(self.user),
+            agent: s(self.agent),
+            tool: s(self.tool),
+        }
+    }
+}
+
+// ------------------------------------------------------------------ usage
+
+/// What usage is grouped by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageGroupBy {
+    Model,
+    Provider,
+    Service,
+    Session,
+    Agent,
+    User,
+    Day,
+}
+
+impl UsageGroupBy {
+    pub const NAMES: &'static str = "model, provider, service, session, agent, user or day";
+
+    pub fn parse(s: &str) -> Option<UsageGroupBy> {
+        Some(match s {
+            "model" => UsageGroupBy::Model,
+            "provider" => UsageGroupBy::Provider,
+            "service" => UsageGroupBy::Service,
+            "session" => UsageGroupBy::Session,
+            "agent" => UsageGroupBy::Agent,
+            "user" => UsageGroupBy::User,
+            "day" => UsageGroupBy::Day,
+            _ => return None,
+        })
+    }
+
+    fn key(self, r: &CallRow<'_>) -> Option<String> {
+        match self {
+            UsageGroupBy::Model => r.model.or(r.request_model).map(str::to_string),
+            UsageGroupBy::Provider => r.provider.map(str::to_string),
+            UsageGroupBy::Service => Some(r.service.to_string()),
+            UsageGroupBy::Session => r.session.map(str::to_string),
+            UsageGroupBy::Agent => r.agent.map(str::to_string),
+            UsageGroupBy::User => r.user.map(str::to_string),
+            UsageGroupBy::Day => Some(date_of(r.time)),
+        }
+    }
+}
+
+/// Usage of one group.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct UsageGroup {
+    /// The group's value; `null` for calls that lack it (no session, say).
+    pub key: Option<String>,
+    #[serde(flatten)]
+    pub usage: UsageFigures,
+}
+
+/// Usage of some calls. Token sums leave out calls whose figures
+/// contradict each other (they count as unpriced).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct UsageFigures {
+    pub calls: u64,
+    pub errors: u64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cache_read_tokens: i64,
+    pub cache_write_tokens: i64,
+    pub reasoning_tokens: i64,
+    pub cost_usd: f64,
+    pub unpriced_calls: u64,
+    pub latency_p50_ns: u64,
+    pub latency_p95_ns: u64,
+    pub ttft_p50_ns: Option<u64>,
+}
+
+#[derive(Default)]
+struct UsageAcc {
+    calls: u64,
+    errors: u64,
+    tokens: [i64; 5],
+    cost_usd: f64,
+    unpriced: u64,
+    latency: Sketch,
+    ttft: Sketch,
+}
+
+impl UsageAcc {
+    fn add(&mut self, r: &CallRow<'_>, cost: Option<f64>) {
+        self.calls += 1;
+        self.errors += r.error as u64;
+        if r.counts_tokens() {
+            let t = r.tokens;
+            for (sum, v) in self
+                .tokens
+                .iter_mut()
+                .zip([t.input, t.output, t.cache_read, t.cache_write, t.reasoning])
+            {
+                *sum += v.unwrap_or(0);
+            }
+        }
+        match cost {
+            Some(usd) => self.cost_usd += usd,
+            None => self.unpriced += 1,
+        }
+        self.latency.add(r.duration_ns);
+        if let Some(t) = r.ttft_ns {
+            self.ttft.add(t);
+        }
+    }
+
+    fn finish(&self) -> UsageFigures {
+        let [input, output, cache_read, cache_write, reasoning] = self.tokens;
+        UsageFigures {
+            calls: self.calls,
+            errors: self.errors,
+            input_tokens: input,
+            output_tokens: output,
+            cache_read_tokens: cache_read,
+            cache_write_tokens: cache_write,
+            reasoning_tokens: reasoning,
+            cost_usd: self.cost_usd,
+            unpriced_calls: self.unpriced,
+            latency_p50_ns: self.latency.quantile(0.5),
+            latency_p95_ns: self.latency.quantile(0.95),
+            ttft_p50_ns: (self.ttft.count() > 0).then(|| self.ttft.quantile(0.5)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Usage {
+    pub window: Window,
+    pub group_by: UsageGroupBy,
+    pub groups: Vec<UsageGroup>,
+    pub totals: UsageFigures,
+}
+
+/// Model calls in `w`, grouped, most expensive group first (days in order).
+pub fn usage(
+    sources: &[Source<Span>],
+    w: Window,
+    group_by: UsageGroupBy,
+    pricing: &Pricing,
+    cache: &ShadowCache,
+    explain: &mut Explain,
+) -> Result<Usage> {
+    let mut memo = PriceMemo::new(pricing);
+    let mut groups: BTreeMap<Option<String>, UsageAcc> = BTreeMap::new();
+    let mut totals = UsageAcc::default();
+    visit_calls(sources, w, cache, explain, &mut |r| {
+        if !r.is_llm() {
+            return;
+        }
+        let cost = memo.cost(&r.cost_input(), r.time);
+        let usd = (cost.source != CostSource::Unpriced).then_some(cost.usd).flatten();
+        groups.entry(group_by.key(r)).or_default().add(r, usd);
+        totals.add(r, usd);
+    })?;
+    let mut out: Vec<UsageGroup> = groups
+        .into_iter()
+        .map(|(key, acc)| UsageGroup {
+            key,
+            usage: acc.finish(),
+        })
+        .collect();
+    if group_by != UsageGroupBy::Day {
+        out.sort_by(|a, b| {
+            b.usage
+                .cost_usd
+                .total_cmp(&a.usage.cost_usd)
+                .then(b.usage.calls.cmp(&a.usage.calls))
+                .then_with(|| a.key.cmp(&b.key))
+        });
+    }
+    Ok(Usage {
+        window: w,
+        group_by,
+        groups: out,
+        totals: totals.finish(),
+    })
+}
+
+// ------------------------------------------------------------------ tools
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ToolSummary {
+    /// `null` for tool spans that do not name their tool.
+    pub tool: Option<String>,
+    pub calls: u64,
+    pub errors: u64,
+    pub error_rate: f64,
+    pub p50_ns: u64,
+    pub p95_ns: u64,
+}
+
+/// Tool executions in `w` by tool name, most called first.
+pub fn tools(
+    sources: &[Source<Span>],
+    w: Window,
+    cache: &ShadowCache,
+    explain: &mut Explain,
+) -> Result<Vec<ToolSummary>> {
+    let mut by_tool: BTreeMap<Option<String>, (u64, u64, Sketch)> = BTreeMap::new();
+    visit_calls(sources, w, cache, explain, &mut |r| {
+        if r.kind != Some(CallKind::Tool) {
+            return;
+        }
+        let e = by_tool.entry(r.tool.map(str::to_string)).or_default();
+        e.0 += 1;
+        e.1 += r.error as u64;
+        e.2.add(r.duration_ns);
+    })?;
+    let mut out: Vec<ToolSummary> = by_tool
+        .into_iter()
+        .map(|(tool, (calls, errors, d))| ToolSummary {
+            tool,
+            calls,
+            errors,
+            error_rate: if calls == 0 { 0.0 } else { errors as f64 / calls as f64 },
+            p50_ns: d.quantile(0.5),
+            p95_ns: d.quantile(0.95),
+        })
+        .collect();
+    out.sort_by(|a, b| b.calls.cmp(&a.calls).then_with(|| a.tool.cmp(&b.tool)));
+    Ok(out)
+}
+
+// --------------------------------------------------------------- sessions
+
+/// One session's summary.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SessionSummary {
+    pub session_id: String,
+    pub traces: u64,
+    /// Every span of the session's traces.
+    pub spans: u64,
+    pub llm_calls: u64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost_usd: f64,
+    /// Failed model and tool calls.
+    pub errors: u64,
+    pub models: Vec<String>,
+    pub agents: Vec<String>,
+    pub start_time_unix_nano: u64,
+    pub end_time_unix_nano: u64,
+}
+
+/// GenAI facts of one trace, before it is known which session owns it.
+#[derive(Default)]
+struct TraceAcc {
+    session: Option<String>,
+    llm_calls: u64,
+    input: i64,
+    output: i64,
+    cost_usd: f64,
+    errors: u64,
+    models: BTreeSet<String>,
+    agents: BTreeSet<String>,
+    start: u64,
+    end: u64,
+}
+
+/// Every session with activity in `w`, optionally only `only` (one id),
+/// unordered. Spans are counted off the trace indexes.
+pub fn session_summaries(
+    sources: &[Source<Span>],
+    w: Window,
+    only: Option<&str>,
+    pricing: &Pricing,
+    cache: &ShadowCache,
+    explain: &mut Explain,
+) -> Result<Vec<(SessionSummary, Vec<u128>)>> {
+    let mut memo = PriceMemo::new(pricing);
+    let mut traces: FastMap<u128, TraceAcc> = FastMap::default();
+    visit_calls(sources, w, cache, explain, &mut |r| {
+        let t = traces.entry(r.trace_id).or_insert_with(|| TraceAcc {
+            start: u64::MAX,
+            ..Default::default()
+        });
+        if t.session.is_none()
+            && let Some(s) = r.session
+        {
+            t.session = Some(s.to_string());
+        }
+        t.start = t.start.min(r.time);
+        t.end = t.end.max(r.time.saturating_add(r.duration_ns));
+        if r.kind.is_some() {
+            t.errors += (r.error && matches!(r.kind, Some(CallKind::Llm | CallKind::Tool))) as u64;
+        }
+        if let Some(a) = r.agent
+            && !t.agents.contains(a)
+        {
+            t.agents.insert(a.to_string());
+        }
+        if r.is_llm() {
+            t.llm_calls += 1;
+            if let Some(m) = r.model.or(r.request_model)
+                && !t.models.contains(m)
+            {
+                t.models.insert(m.to_string());
+            }
+            if r.counts_tokens() {
+                t.input += r.tokens.input.unwrap_or(0);
+                t.output += r.tokens.output.unwrap_or(0);
+            }
+            if let Some(usd) = memo.cost(&r.cost_input(), r.time).usd {
+                t.cost_usd += usd;
+            }
+        }
+    })?;
+    let mut sessions: FastMap<String, (SessionSummary, Vec<u128>)> = FastMap::default();
+    let mut models: FastMap<String, (BTreeSet<String>, BTreeSet<String>)> = FastMap::default();
+    for (trace, t) in traces {
+        let Some(id) = t.session else { continue };
+        if only.is_some_and(|want| want != id) {
+            continue;
+        }
+        let (s, ids) = sessions.entry(id.clone()).or_insert_with(|| {
+            (
+                SessionSummary {
+                    session_id: id.clone(),
+                    traces: 0,
+                    spans: 0,
+                    llm_calls: 0,
+                    input_tokens: 0,
+                    output_tokens: 0,
+                    cost_usd: 0.0,
+                    errors: 0,
+                    models: Vec::new(),
+                    agents: Vec::new(),
+                    start_time_unix_nano: u64::MAX,
+                    end_time_unix_nano: 0,
+                },
+                Vec::new(),
+            )
+        });
+        s.traces += 1;
+        s.llm_calls += t.llm_calls;
+        s.input_tokens += t.input;
+        s.output_tokens += t.output;
+        s.cost_usd += t.cost_usd;
+        s.errors += t.errors;
+        s.start_time_unix_nano = s.start_time_unix_nano.min(t.start);
+        s.end_time_unix_nano = s.end_time_unix_nano.max(t.end);
+        ids.push(trace);
+        let (m, a) = models.entry(id).or_default();
+        m.extend(t.models);
+        a.extend(t.agents);
+    }
+    let spans = live_trace_rows(sources, cache)?;
+    let mut out = Vec::with_capacity(sessions.len());
+    for (id, (mut s, mut ids)) in sessions {
+        ids.sort_unstable();
+        s.spans = ids.iter().map(|t| spans(*t)).sum();
+        if let Some((m, a)) = models.remove(&id) {
+            s.models = m.into_iter().collect();
+            s.agents = a.into_iter().collect();
+        }
+        out.push((s, ids));
+    }
+    Ok(out)
+}
+
+/// A counter of a trace's spans across sources, the newest copy of each.
+fn live_trace_rows<'s>(sources: &'s [Source<Span>], cache: &ShadowCache) -> Result<impl Fn(u128) -> u64 + use<'s>> {
+    let shadowed = shadowed_span_rows(sources, Window::ALL, cache)?;
+    Ok(move |trace: u128| {
+        let mut n = 0u64;
+        for (s, shadowed) in sources.iter().zip(&shadowed) {
+            match s {
+                Source::Mem(m) => {
+                    let m = m.read();
+                    n += m
+                        .trace_rows(trace)
+                        .iter()
+                        .filter(|r| m.is_live(**r) && !shadowed.contains(r))
+                        .count() as u64;
+                }
+                Source::Part(p) => {
+                    n += p
+                        .index
+                        .traces
+                        .rows_of(trace)
+                        .iter()
+                        .filter(|r| !shadowed.contains(r))
+                        .count() as u64;
+                }
+            }
+        }
+        n
+    })
+}
+
+/// One model or tool call of a session, with its span (whose attributes
+/// hold the messages, tool arguments and results).
+#[derive(Debug, Clone)]
+pub struct SessionTurn {
+    pub span: std::sync::Arc<Span>,
+    pub call: LlmCall,
+    pub cost: skein_model::genai::Cost,
+}
+
+#[derive(Debug, Clone)]
+pub struct SessionDetail {
+    pub summary: SessionSummary,
+    pub traces: Vec<skein_model::TraceId>,
+    pub turns: Vec<SessionTurn>,
+}
+
+/// A page of sessions, most recent (latest activity) first.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionPage {
+    pub sessions: Vec<SessionSummary>,
+    pub next_cursor: Option<String>,
+}
+
+/// Where a page of sessions starts: after this (end time, id).
+fn encode_cursor(s: &SessionSummary) -> String {
+    format!("{}.{}", s.end_time_unix_nano, hex::encode(s.session_id.as_bytes()))
+}
+
+pub fn decode_cursor(c: &str) -> Option<(u64, String)> {
+    let (end, id) = c.split_once('.')?;
+    Some((end.parse().ok()?, String::from_utf8(hex::decode(id).ok()?).ok()?))
+}
+
+/// Sessions with activity in `w`, most recent first, `limit` a page.
+pub fn sessions(
+    sources: &[Source<Span>],
+    w: Window,
+    limit: usize,
+    after: Option<(u64, String)>,
+    pricing: &Pricing,
+    cache: &ShadowCache,
+    explain: &mut Explain,
+) -> Result<SessionPage> {
+    let mut all: Vec<SessionSummary> = session_summaries(sources, w, None, pricing, cache, explain)?
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect();
+    let order = |s: &SessionSummary| (std::cmp::Reverse(s.end_time_unix_nano), s.session_id.clone());
+    all.sort_by_key(order);
+    if let Some((end, id)) = after {
+        let cut = (std::cmp::Reverse(end), id);
+        all.retain(|s| order(s) > cut);
+    }
+    let more = all.len() > limit;
+    all.truncate(limit);
+    let next_cursor = if more { all.last().map(encode_cursor) } else { None };
+    Ok(SessionPage {
+        sessions: all,
+        next_cursor,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip() {
+        let s = SessionSummary {
+            session_id: "a.b/c".into(),
+            traces: 0,
+            spans: 0,
+            llm_calls: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd: 0.0,
+            errors: 0,
+            models: vec![],
+            agents: vec![],
+            start_time_unix_nano: 0,
+            end_time_unix_nano: 42,
+        };
+        assert_eq!(decode_cursor(&encode_cursor(&s)), Some((42, "a.b/c".into())));
+        assert_eq!(decode_cursor("zz"), None);
+    }
+
+    #[test]
+    fn group_keys() {
+        assert_eq!(UsageGroupBy::parse("day"), Some(UsageGroupBy::Day));
+        assert_eq!(UsageGroupBy::parse("nope"), None);
+    }
+}
