@@ -1617,3 +1617,69 @@ fn the_docs_and_the_skill_agree() {
         assert!(docs.contains(c), "docs/cli.md documents {c}");
     }
 }
+
+#[test]
+fn llm_usage_sessions_scores_and_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("data"), &[]);
+    let t0 = now_ns() - 60_000_000_000;
+    let trace = "5bf92f3577b34da6a3ce929d0e0e4736";
+    let spans: Vec<Value> = (0..3)
+        .map(|i| {
+            json!({"trace_id": trace, "span_id": format!("00f067aa0ba902c{i}"), "name": "chat gpt-4o",
+                   "service": "agent", "start_time_unix_nano": t0 + i * 1000, "duration_ns": 1_000_000,
+                   "attributes": {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
+                                  "gen_ai.request.model": "gpt-4o", "gen_ai.usage.input_tokens": 1000,
+                                  "gen_ai.usage.output_tokens": 100, "gen_ai.conversation.id": "conv-9"}})
+        })
+        .collect();
+    post_spans(&s, Value::Array(spans));
+
+    let r = skein(&s.api, &["llm", "usage", "--by", "model"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["groups"][0]["key"], "gpt-4o");
+    assert_eq!(v["groups"][0]["calls"], 3);
+    assert_eq!(v["totals"]["input_tokens"], 3000);
+    assert_eq!(v["groups"][0]["cost_usd"].as_f64().map(|c| c > 0.0), Some(true));
+
+    let r = skein(&s.api, &["sessions"]);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["sessions"][0]["session_id"], "conv-9");
+    assert_eq!(v["sessions"][0]["llm_calls"], 3);
+    let r = skein(&s.api, &["session", "conv-9"]);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["turns"].as_array().map(Vec::len), Some(3));
+    assert_eq!(skein(&s.api, &["session", "nope"]).code, 1);
+
+    let r = skein(
+        &s.api,
+        &["score", "add", "--trace", trace, "--name", "helpful", "--value", "true"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let id = serde_json::from_str::<Value>(&r.stdout).unwrap()["id"].clone();
+    let scores = s.get_json(&format!("/api/v1/scores?trace_id={trace}"));
+    assert_eq!(scores["scores"][0]["id"], id);
+    assert_eq!(scores["scores"][0]["value"], true);
+    let r = skein(
+        &s.api,
+        &[
+            "score",
+            "add",
+            "--trace",
+            "00000000000000000000000000000001",
+            "--name",
+            "x",
+            "--value",
+            "1",
+        ],
+    );
+    assert_eq!(r.code, 4, "an unknown trace is refused: {}", r.stderr);
+
+    let r = skein(&s.api, &["export", "spans", "--service", "agent"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let lines: Vec<Value> = r.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 4);
+    assert_eq!(lines[3], json!({"export_complete": true, "count": 3}));
+    assert!(lines[..3].iter().all(|l| l["llm"]["model"] == "gpt-4o"));
+}

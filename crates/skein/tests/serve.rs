@@ -446,6 +446,8 @@ fn every_api_route_answers_its_documented_shape() {
             "/api/v1/export",
             "/api/v1/export?signal=spans&service=svc&payloads=inline",
         ),
+        ("post", "/api/v1/scores", "/api/v1/scores"),
+        ("get", "/api/v1/scores", "/api/v1/scores?session_id=conv-1"),
         ("get", "/api/v1/tail", "/api/v1/tail"),
         ("get", "/api/v1/openapi.json", "/api/v1/openapi.json"),
     ];
@@ -469,6 +471,14 @@ fn every_api_route_answers_its_documented_shape() {
         let description = op["responses"]["200"]["description"].as_str().unwrap();
         let r = match method {
             "get" => http.get(format!("{}{url}", s.api)).send().unwrap(),
+            "post" if path == "/api/v1/scores" => http
+                .post(format!("{}{url}", s.api))
+                .json(
+                    &serde_json::json!({"trace_id": trace_id, "session_id": "conv-1", "name": "helpful",
+                    "value": 0.9, "comment": "good answer", "source": "human"}),
+                )
+                .send()
+                .unwrap(),
             "post" => http
                 .post(format!("{}{url}", s.api))
                 .json(&serde_json::json!([{"trace_id": "0af7651916cd43dd8448eb211c80319c",
@@ -548,6 +558,37 @@ fn every_api_route_answers_its_documented_shape() {
     assert_eq!(usage["input_tokens"], 1000);
     assert_eq!(a("GET /api/v1/sessions")["sessions"][0]["spans"], 2);
     assert_eq!(len(&a("GET /api/v1/sessions/{id}")["turns"]), 1);
+    let scores = &a("GET /api/v1/scores")["scores"];
+    assert_eq!(len(scores), 1, "{scores}");
+    assert_eq!(scores[0]["id"], a("POST /api/v1/scores")["id"]);
+    assert_eq!(
+        (
+            scores[0]["name"].clone(),
+            scores[0]["value"].clone(),
+            scores[0]["source"].clone()
+        ),
+        ("helpful".into(), 0.9.into(), "human".into())
+    );
+    // A bad score names its field; a score of an unknown trace is refused
+    // unless asked for.
+    let post = |body: serde_json::Value, query: &str| {
+        http.post(format!("{}/api/v1/scores{query}", s.api))
+            .json(&body)
+            .send()
+            .unwrap()
+    };
+    let r = post(serde_json::json!({"trace_id": trace_id, "name": "x", "value": [1]}), "");
+    assert_eq!(r.status(), 400);
+    assert!(r.text().unwrap().contains("field value"));
+    let r = post(
+        serde_json::json!({"trace_id": trace_id, "name": "x", "value": 1, "colour": "red"}),
+        "",
+    );
+    assert_eq!(r.status(), 400);
+    assert!(r.text().unwrap().contains("field colour"));
+    let unknown = serde_json::json!({"trace_id": "0000000000000000000000000000abcd", "name": "x", "value": true});
+    assert_eq!(post(unknown.clone(), "").status(), 404);
+    assert_eq!(post(unknown, "?allow_unknown_trace=true").status(), 200);
     assert_eq!(a("GET /api/v1/correlate/{trace_id}")["trace"]["span_count"], 2);
     assert_eq!(a("GET /api/v1/stats")["spans"], 3);
 

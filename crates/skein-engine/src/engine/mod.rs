@@ -513,6 +513,77 @@ impl Engine {
         }))
     }
 
+    /// Scores (`gen_ai.evaluation.result` events, posted or sent as log
+    /// events; and, for one trace, those inside its spans), oldest first,
+    /// at most `limit`.
+    pub fn scores(
+        &self,
+        trace_id: Option<TraceId>,
+        session_id: Option<&str>,
+        name: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<skein_model::genai::score::Score>> {
+        use skein_model::genai::score::{EVENT_NAME, NAME_KEY, SESSION_KEY, Score};
+        let mut attributes = vec![crate::query::AttrFilter {
+            scope: crate::AttrScope::Record,
+            key: NAME_KEY.into(),
+            predicate: crate::query::AttrPredicate::Exists,
+        }];
+        if let Some(n) = name {
+            attributes.push(crate::query::AttrFilter::eq(crate::AttrScope::Record, NAME_KEY, n));
+        }
+        if let Some(s) = session_id {
+            attributes.push(crate::query::AttrFilter::eq(crate::AttrScope::Record, SESSION_KEY, s));
+        }
+        let mut q = LogQuery {
+            trace_id,
+            attributes,
+            limit: limit.clamp(1, 1000),
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        'pages: loop {
+            let r = self.search_logs(&q)?;
+            for l in &r.records {
+                if let Some(s) = Score::from_log(l) {
+                    out.push(s);
+                    if out.len() >= limit {
+                        break 'pages;
+                    }
+                }
+            }
+            match r.next_cursor {
+                Some(c) => q.cursor = Some(c),
+                None => break,
+            }
+        }
+        if let Some(t) = trace_id {
+            for span in self.get_trace(t)?.spans {
+                for e in &span.events {
+                    if e.name != EVENT_NAME {
+                        continue;
+                    }
+                    let Some(s) = Score::from_event(
+                        &e.name,
+                        &e.attributes,
+                        Some(span.trace_id),
+                        Some(span.span_id),
+                        e.time_unix_nano,
+                    ) else {
+                        continue;
+                    };
+                    let keep = name.is_none_or(|n| s.name == n)
+                        && session_id.is_none_or(|id| s.session_id.as_deref() == Some(id));
+                    if keep && out.len() < limit {
+                        out.push(s);
+                    }
+                }
+            }
+        }
+        out.sort_by_key(|s| s.time_unix_nano);
+        Ok(out)
+    }
+
     /// The price table costs are computed with.
     pub fn pricing(&self) -> &skein_model::genai::Pricing {
         &self.inner.opts.pricing

@@ -5,6 +5,7 @@
 
 pub mod call;
 pub mod pricing;
+pub mod score;
 
 pub use call::{CallKind, LlmCall, Tokens};
 pub use pricing::{Cost, CostInput, CostSource, PriceMemo, Pricing, PricingError};

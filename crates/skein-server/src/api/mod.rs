@@ -11,6 +11,7 @@ pub mod openapi;
 mod otlp_json;
 pub mod params;
 mod payloads;
+mod scores;
 mod tail;
 pub mod views;
 
@@ -183,6 +184,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/sessions"),
     ("GET", "/api/v1/sessions/{id}"),
     ("GET", "/api/v1/export"),
+    ("GET", "/api/v1/scores"),
+    ("POST", "/api/v1/scores"),
     ("GET", "/api/v1/payloads/{ref}"),
     ("GET", "/api/v1/tail"),
     ("GET", "/api/v1/openapi.json"),
@@ -206,6 +209,7 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/v1/sessions", get(llm::sessions))
         .route("/api/v1/sessions/{id}", get(llm::session))
         .route("/api/v1/export", get(export::export))
+        .route("/api/v1/scores", get(scores::list).post(scores::post))
         .route("/api/v1/payloads/{ref}", get(payloads::get_payload))
         .route("/api/v1/tail", get(tail::tail))
         .route("/api/v1/openapi.json", get(openapi::document))

@@ -202,6 +202,17 @@ pub fn spec() -> Value {
             "/api/v1/export": {"get": {"summary": "Every span or log matching a search, as NDJSON (one record per line, the shapes of /api/v1/spans and /api/v1/logs), streamed with bounded memory; the last line is {\"export_complete\": true, \"count\": N}.",
                 "parameters": export,
                 "responses": {"200": {"description": "application/x-ndjson"}, "400": {"description": "A bad filter, named."}}}},
+            "/api/v1/scores": {
+                "get": op("Scores (gen_ai.evaluation.result events: posted, sent as log events, or inside the trace's spans), oldest first.", vec![
+                    param("trace_id", "Scores of this trace."), param("session_id", "Scores of this session."),
+                    param("name", "Scores with this name."), param("limit", "At most N (default 1000)."),
+                ], "{scores: [{id, trace_id, span_id, session_id, name, value, comment, source, time_unix_nano}]}"),
+                "post": {"summary": "Score a trace, span or session, without changing the span: {trace_id, span_id?, session_id?, name, value: number|string|bool, comment?, source: human|eval|agent|api}.",
+                         "parameters": [param("allow_unknown_trace", "true: accept a score of a trace not stored (else 404).")],
+                         "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}},
+                         "responses": {"200": {"description": "{id}"}, "400": {"description": "A malformed score, naming the field."},
+                                       "404": {"description": "No such trace."}}},
+            },
             "/api/v1/tail": {"get": {"summary": "New spans and logs as server-sent events (span, log, lagged).",
                 "parameters": [param("signal", "spans, logs or all (default)."), param("service", "Service name."),
                                param("status", "unset, ok or error."), param("severity", "Minimum log severity.")],

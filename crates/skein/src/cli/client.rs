@@ -218,6 +218,29 @@ impl Client {
         )
     }
 
+    /// POST a JSON body to the API; its JSON answer, HTTP errors mapped to
+    /// exit codes.
+    pub fn post_json(&self, segments: &[&str], params: &[(String, String)], body: &Value) -> CliResult<Value> {
+        let url = self.url(segments, params);
+        let mut r = self.http.post(url).json(body);
+        if let Some(t) = &self.token {
+            r = r.bearer_auth(t);
+        }
+        let r = r.send().map_err(|e| self.transport_error(&e))?;
+        let status = r.status();
+        let bytes = r.bytes().map_err(|e| self.transport_error(&e))?;
+        if status.is_success() {
+            return serde_json::from_slice(&bytes).map_err(|e| {
+                CliError::new(
+                    Exit::Server,
+                    "bad_answer",
+                    format!("the server's answer is not JSON: {e}"),
+                )
+            });
+        }
+        Err(api_error(status, &bytes, NotFound::Unexpected))
+    }
+
     /// GET a JSON object from the API, mapping HTTP errors to exit codes.
     pub fn get_json(&self, segments: &[&str], params: &[(String, String)], not_found: NotFound) -> CliResult<Value> {
         let r = self.send(segments, params)?;

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::Ctx;
 use super::client::{CliError, CliResult, Exit, NotFound, Params, api_error};
-use super::filters::{LogFilters, PayloadsArg, SpanFilters};
+use super::filters::{LogFilters, SpanFilters};
 
 #[derive(Subcommand, Debug)]
 pub enum ExportCommand {
@@ -16,15 +16,11 @@ pub enum ExportCommand {
     Spans {
         #[command(flatten)]
         filters: SpanFilters,
-        #[command(flatten)]
-        payloads: PayloadsArg,
     },
     /// Every log record matching the filters.
     Logs {
         #[command(flatten)]
         filters: LogFilters,
-        #[command(flatten)]
-        payloads: PayloadsArg,
     },
 }
 
@@ -32,16 +28,8 @@ pub enum ExportCommand {
 /// was cut or ended with an error (what arrived is on stdout).
 pub fn export(ctx: &Ctx, c: &ExportCommand) -> CliResult<Exit> {
     let (signal, mut p): (&str, Params) = match c {
-        ExportCommand::Spans { filters, payloads } => {
-            let mut p = filters.params();
-            payloads.params(&mut p);
-            ("spans", p)
-        }
-        ExportCommand::Logs { filters, payloads } => {
-            let mut p = filters.params();
-            payloads.params(&mut p);
-            ("logs", p)
-        }
+        ExportCommand::Spans { filters } => ("spans", filters.params()),
+        ExportCommand::Logs { filters } => ("logs", filters.params()),
     };
     p.push(("signal".into(), signal.into()));
     let r = ctx.client(true)?.send(&["api", "v1", "export"], &p)?;

@@ -57,6 +57,73 @@ pub struct SessionArgs {
     pub payloads: String,
 }
 
+#[derive(Subcommand, Debug)]
+pub enum ScoreCommand {
+    /// Score a trace (or one of its spans, or a session) without changing it.
+    Add(ScoreAddArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ScoreAddArgs {
+    /// The trace scored (32 hex digits).
+    #[arg(long = "trace", value_name = "TRACE_ID")]
+    pub trace_id: String,
+    /// The score's name, e.g. helpful, correctness.
+    #[arg(long)]
+    pub name: String,
+    /// A number, true/false, or any other text (a label).
+    #[arg(long)]
+    pub value: String,
+    /// The span scored (16 hex digits).
+    #[arg(long = "span", value_name = "SPAN_ID")]
+    pub span_id: Option<String>,
+    /// The session scored.
+    #[arg(long = "session", value_name = "SESSION_ID")]
+    pub session_id: Option<String>,
+    #[arg(long)]
+    pub comment: Option<String>,
+    /// human, eval, agent or api.
+    #[arg(long, default_value = "agent")]
+    pub source: String,
+    /// Accept a trace the server does not hold.
+    #[arg(long)]
+    pub allow_unknown_trace: bool,
+}
+
+/// `skein score add`: `POST /api/v1/scores` → `{"id"}`.
+pub fn score(ctx: &Ctx, c: &ScoreCommand) -> CliResult<Exit> {
+    let ScoreCommand::Add(a) = c;
+    let value = if let Ok(n) = a.value.parse::<f64>() {
+        serde_json::json!(n)
+    } else if let Ok(b) = a.value.parse::<bool>() {
+        Value::Bool(b)
+    } else {
+        Value::String(a.value.clone())
+    };
+    let mut body = serde_json::json!({"trace_id": a.trace_id, "name": a.name, "value": value, "source": a.source});
+    for (k, v) in [
+        ("span_id", &a.span_id),
+        ("session_id", &a.session_id),
+        ("comment", &a.comment),
+    ] {
+        if let Some(v) = v {
+            body[k] = Value::String(v.clone());
+        }
+    }
+    let p: Params = if a.allow_unknown_trace {
+        vec![("allow_unknown_trace".into(), "true".into())]
+    } else {
+        Vec::new()
+    };
+    let v = ctx.client(false)?.post_json(&["api", "v1", "scores"], &p, &body)?;
+    if ctx.out.table() {
+        write_stdout(&format!("score {}", v["id"].as_str().unwrap_or("?")))?;
+    } else {
+        ctx.out.json(&v)?;
+    }
+    Ok(Exit::Ok)
+}
+
 const USAGE_COLUMNS: &[(&str, &str)] = &[
     ("key", "GROUP"),
     ("calls", "CALLS"),

@@ -112,6 +112,9 @@ pub enum Command {
     Sessions(llm::SessionsArgs),
     /// One session as a conversation: turns, tool calls, tokens and cost.
     Session(llm::SessionArgs),
+    /// Score a trace, span or session (a human's or an eval's judgement).
+    #[command(subcommand)]
+    Score(llm::ScoreCommand),
     /// Search traces, spans, logs or metric points.
     #[command(subcommand)]
     Query(Box<query::QueryCommand>),
@@ -176,6 +179,7 @@ fn dispatch(command: Command, ctx: &Ctx) -> CliResult<Exit> {
         Command::Llm(c) => llm::llm(ctx, &c),
         Command::Sessions(a) => llm::sessions(ctx, &a),
         Command::Session(a) => llm::session(ctx, &a),
+        Command::Score(c) => llm::score(ctx, &c),
         Command::Query(q) => query::query(ctx, &q),
         Command::Export(c) => export::export(ctx, &c),
         Command::Get(g) => query::get(ctx, &g),
