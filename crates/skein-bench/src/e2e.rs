@@ -94,7 +94,7 @@ enum Bench {
     },
     Agent {
         c: AgentCorpus,
-        exp: AgentExpected,
+        exp: Box<AgentExpected>,
         logs: u64,
     },
 }
@@ -268,7 +268,7 @@ fn run_corpus(args: &E2eArgs, agent_corpus: bool) -> Result<(), String> {
         let logs = args.logs.unwrap_or(c.log_count()).min(c.log_count());
         let pb = bar(c.span_count(), "agent corpus: expected answers");
         let users = expected::agent_query_users(&c, args.attr_queries);
-        let exp = expected::compute_agent(&c, &users, logs, &pb);
+        let exp = Box::new(expected::compute_agent(&c, &users, logs, &pb));
         pb.finish_and_clear();
         Bench::Agent { c, exp, logs }
     } else {
@@ -361,7 +361,7 @@ fn run_corpus(args: &E2eArgs, agent_corpus: bool) -> Result<(), String> {
 
     let queries = match &corpus {
         Bench::Canonical { c, exp, .. } => query_phase(&server.api, c, exp, end_ns, args)?,
-        Bench::Agent { c, exp, .. } => agent_query_phase(&server.api, c, exp, end_ns, args)?,
+        Bench::Agent { c, exp, .. } => agent_query_phase(&server.api, server.pid(), c, exp, end_ns, args)?,
     };
     let stats = server.stats()?;
     let mut disk = server_disk(&server, &stats, corpus.expected_spans(), corpus.expected_logs());
@@ -829,8 +829,119 @@ fn check_services(v: &Value, by_service: &std::collections::HashMap<String, u64>
     Ok(())
 }
 
+/// Usage by model, the session list, one session, and an export of 100k
+/// spans (its rate, and the server's RSS growth while it streams), each
+/// answer checked against the corpus.
+fn llm_queries(
+    q: &mut Timed,
+    server_pid: u32,
+    exp: &AgentExpected,
+    pb: &indicatif::ProgressBar,
+) -> Result<Value, String> {
+    let mut usage = Samples::default();
+    for _ in 0..20 {
+        let v = q.get("/api/v1/llm/usage?group_by=model", &mut usage)?;
+        for (i, (model, _)) in agent::MODELS.iter().enumerate() {
+            let g = v["groups"]
+                .as_array()
+                .and_then(|gs| gs.iter().find(|g| g["key"] == *model))
+                .ok_or_else(|| format!("usage: no group for {model}"))?;
+            let (calls, input) = exp.usage_by_model[i];
+            check(
+                g["calls"].as_u64() == Some(calls) && g["input_tokens"].as_i64() == Some(input),
+                || format!("usage of {model}: {g}, expected {calls} calls and {input} input tokens"),
+            )?;
+        }
+        pb.inc(1);
+    }
+    let mut list = Samples::default();
+    for _ in 0..20 {
+        let v = q.get("/api/v1/sessions?limit=50", &mut list)?;
+        let sessions = v["sessions"].as_array().cloned().unwrap_or_default();
+        check(sessions.len() == 50.min(exp.session_calls.len()), || {
+            format!("session list: {} sessions", sessions.len())
+        })?;
+        for s in &sessions {
+            let id = s["session_id"].as_str().unwrap_or_default();
+            check(s["llm_calls"].as_u64() == exp.session_calls.get(id).copied(), || {
+                format!("session {id}: {s}, expected {:?} LLM calls", exp.session_calls.get(id))
+            })?;
+        }
+        pb.inc(1);
+    }
+    let mut ids: Vec<(&String, &u64)> = exp.session_calls.iter().collect();
+    ids.sort();
+    let mut one = Samples::default();
+    for i in 0..20.min(ids.len()) {
+        let (id, calls) = ids[i * ids.len() / 20];
+        let v = q.get(&format!("/api/v1/sessions/{id}"), &mut one)?;
+        let llm_turns = v["turns"]
+            .as_array()
+            .map_or(0, |t| t.iter().filter(|t| t["kind"] == "llm").count() as u64);
+        check(v["llm_calls"].as_u64() == Some(*calls) && llm_turns == *calls, || {
+            format!(
+                "session {id}: {} calls, {llm_turns} turns, expected {calls}",
+                v["llm_calls"]
+            )
+        })?;
+        pb.inc(1);
+    }
+    let exported = exp.spans.min(100_000);
+    let mut export = Samples::default();
+    let mut rates = Vec::new();
+    let mut growth = Vec::new();
+    for _ in 0..3 {
+        let before = crate::server::proc_status_kib(server_pid, "VmRSS:");
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sampler = {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let mut peak = 0;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    peak = peak.max(crate::server::proc_status_kib(server_pid, "VmRSS:"));
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                peak
+            })
+        };
+        let started = std::time::Instant::now();
+        let body = q.get_raw(&format!("/api/v1/export?signal=spans&limit={exported}"), &mut export);
+        let secs = started.elapsed().as_secs_f64();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let peak = sampler.join().unwrap_or(0);
+        let body = body?;
+        let text = std::str::from_utf8(&body).map_err(|e| e.to_string())?;
+        let lines = text.lines().count() as u64;
+        let last: Value = text
+            .lines()
+            .last()
+            .and_then(|l| serde_json::from_str(l).ok())
+            .unwrap_or(Value::Null);
+        check(
+            lines == exported + 1 && last["export_complete"] == true && last["count"] == exported,
+            || format!("export: {lines} lines, last {last}"),
+        )?;
+        rates.push(exported as f64 / secs);
+        growth.push(peak.saturating_sub(before) as f64 / 1024.0);
+        pb.inc(1);
+    }
+    rates.sort_by(f64::total_cmp);
+    growth.sort_by(f64::total_cmp);
+    Ok(json!({
+        "usage_by_model": summary(&usage),
+        "sessions_list": summary(&list),
+        "session": summary(&one),
+        "sessions": exp.session_calls.len(),
+        "export_spans": exported,
+        "export": summary(&export),
+        "export_spans_per_sec_median": rates[rates.len() / 2],
+        "export_rss_growth_mib_median": growth[growth.len() / 2],
+    }))
+}
+
 fn agent_query_phase(
     api: &str,
+    server_pid: u32,
     c: &AgentCorpus,
     exp: &AgentExpected,
     end_ns: u64,
@@ -840,7 +951,7 @@ fn agent_query_phase(
         http: crate::http1::Connection::new(api)?,
     };
     let model_queries = 4 * exp.by_model.len();
-    let total = args.trace_queries + exp.users.len() + model_queries + 20 * 5 + 200;
+    let total = args.trace_queries + exp.users.len() + model_queries + 20 * 8 + 3 + 200;
     let pb = bar(total as u64, "queries (agent corpus)");
     let floor = round_trip_floor(&mut q, &pb)?;
     let mut traces = Samples::default();
@@ -931,8 +1042,10 @@ fn agent_query_phase(
             pb.inc(1);
         }
     }
+    let llm = llm_queries(&mut q, server_pid, exp, &pb)?;
     pb.finish_and_clear();
     Ok(json!({
+        "llm": llm,
         "http_floor": summary(&floor),
         "trace_by_id": summary(&traces),
         "attribute_filter": summary(&users),

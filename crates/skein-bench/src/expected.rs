@@ -148,6 +148,10 @@ pub struct AgentExpected {
     pub users: Vec<(String, Vec<SpanKey>)>,
     /// Newest 100 spans of each model (`gen_ai.request.model`).
     pub by_model: Vec<Vec<SpanKey>>,
+    /// Per model: LLM calls and input tokens (what usage by model answers).
+    pub usage_by_model: Vec<(u64, i64)>,
+    /// LLM calls per session.
+    pub session_calls: HashMap<String, u64>,
     pub logs: u64,
     pub error_logs: Vec<SpanKey>,
     /// Newest 100 logs holding the common word; how many hold it.
@@ -174,6 +178,8 @@ pub fn compute_agent(c: &AgentCorpus, users: &[String], logs: u64, progress: &in
         by_service: HashMap::new(),
         users: Vec::new(),
         by_model: Vec::new(),
+        usage_by_model: MODELS.iter().map(|_| (0, 0)).collect(),
+        session_calls: HashMap::new(),
         logs: 0,
         error_logs: Vec::new(),
         common_word: Vec::new(),
@@ -199,6 +205,13 @@ pub fn compute_agent(c: &AgentCorpus, users: &[String], logs: u64, progress: &in
             {
                 e.llm_spans += 1;
                 by_model[i].push(key);
+                let attr = |k: &str| s.attributes.iter().find(|kv| kv.key == k).map(|kv| &kv.value);
+                let u = &mut e.usage_by_model[i];
+                u.0 += 1;
+                u.1 += attr("gen_ai.usage.input_tokens").and_then(|v| v.as_i64()).unwrap_or(0);
+                if let Some(session) = attr(agent::SESSION_KEY).and_then(|v| v.as_str()) {
+                    *e.session_calls.entry(session.to_string()).or_default() += 1;
+                }
             }
         }
         progress.inc(c.trace_len(t));

@@ -333,6 +333,28 @@ fn render_e2e(v: &Value) -> String {
         ("CLI `skein get trace` end to end", &q["cli_get_trace"]),
     ]));
     s.push('\n');
+    let llm = &q["llm"];
+    if !llm.is_null() {
+        s.push_str(&format!(
+            "LLM queries (answers checked against the corpus: calls and input tokens per model, each listed \
+             session's LLM calls, every exported line; {} sessions):\n\n",
+            thousands(&llm["sessions"])
+        ));
+        let export_label = format!("export of {} spans (NDJSON)", thousands(&llm["export_spans"]));
+        s.push_str(&latency_table(&[
+            ("LLM usage by model, all data", &llm["usage_by_model"]),
+            ("session list, limit 50", &llm["sessions_list"]),
+            ("one session (summary, traces, turns)", &llm["session"]),
+            (&export_label, &llm["export"]),
+        ]));
+        s.push_str(&format!(
+            "\nExport: {} spans/s, server RSS growth while streaming {} MiB (medians of 3).\n\n",
+            thousands(&Value::from(
+                llm["export_spans_per_sec_median"].as_f64().unwrap_or(0.0).round() as u64
+            )),
+            f(&llm["export_rss_growth_mib_median"], 1)
+        ));
+    }
     s
 }
 

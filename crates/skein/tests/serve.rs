@@ -589,6 +589,19 @@ fn every_api_route_answers_its_documented_shape() {
     let unknown = serde_json::json!({"trace_id": "0000000000000000000000000000abcd", "name": "x", "value": true});
     assert_eq!(post(unknown.clone(), "").status(), 404);
     assert_eq!(post(unknown, "?allow_unknown_trace=true").status(), 200);
+    // `limit` caps a whole export (not a page); past 10,000 too.
+    for (limit, lines) in [("1", 2), ("20000", 3)] {
+        let text = http
+            .get(format!(
+                "{}/api/v1/export?signal=spans&service=svc&limit={limit}",
+                s.api
+            ))
+            .send()
+            .unwrap()
+            .text()
+            .unwrap();
+        assert_eq!(text.lines().count(), lines, "limit {limit}: {text}");
+    }
     assert_eq!(a("GET /api/v1/correlate/{trace_id}")["trace"]["span_count"], 2);
     assert_eq!(a("GET /api/v1/stats")["spans"], 3);
 

@@ -13,9 +13,11 @@
 //! - a high-cardinality `user.id` span attribute (one user per trace, drawn
 //!   from as many users as there are traces);
 //! - 7% LLM spans (GenAI semantic conventions): `gen_ai.operation.name` =
-//!   chat, provider, model, token usage, `gen_ai.input.messages` holding 1–20
-//!   KiB of JSON messages (one of 4 shared system prompts plus a unique user
-//!   turn) and a shorter `gen_ai.output.messages`;
+//!   chat, provider, model, token usage (the system prompt's tokens read
+//!   from the provider's cache), `gen_ai.conversation.id` (one session per
+//!   four users' traces), `gen_ai.input.messages` holding 1–20 KiB of JSON
+//!   messages (one of 4 shared system prompts plus a unique user turn) and a
+//!   shorter `gen_ai.output.messages`;
 //! - 3% error spans, each with an `exception` event carrying a Python, Java
 //!   or Go stack trace;
 //! - two log records per trace: one on the root span, one on the trace's
@@ -43,6 +45,9 @@ pub const LOGS_PER_TRACE: u64 = 2;
 pub const RARE_WORD: &str = "quetzal";
 pub const RARE_EVERY: u64 = 100_000;
 pub const USER_KEY: &str = "user.id";
+/// The session (conversation) of an LLM span: a user's traces, four users
+/// to a session.
+pub const SESSION_KEY: &str = "gen_ai.conversation.id";
 pub const MODEL_KEY: &str = "gen_ai.request.model";
 /// Sizes of the shared system prompts (bytes, approximate).
 const SYSTEM_PROMPT_BYTES: [usize; 4] = [900, 3_000, 7_000, 14_000];
@@ -214,6 +219,15 @@ impl AgentCorpus {
         self.hash(t, 0, salt::USER) % self.users
     }
 
+    /// The session of trace `t`'s LLM spans.
+    pub fn session_of(&self, t: u64) -> u64 {
+        self.user_of(t) / 4
+    }
+
+    pub fn session_value(session: u64) -> String {
+        format!("conv-{session:08x}")
+    }
+
     pub fn user_value(user: u64) -> String {
         format!("u-{user:08x}")
     }
@@ -335,7 +349,10 @@ impl AgentCorpus {
             KeyValue::new("gen_ai.operation.name", "chat"),
             KeyValue::new("gen_ai.provider.name", provider),
             KeyValue::new(MODEL_KEY, model),
+            KeyValue::new(SESSION_KEY, AgentCorpus::session_value(self.session_of(t))),
             KeyValue::new("gen_ai.usage.input_tokens", (input.len() / 4) as i64),
+            // The shared system prompt, served from the provider's cache.
+            KeyValue::new("gen_ai.usage.cache_read.input_tokens", (system.len() / 4) as i64),
             KeyValue::new("gen_ai.usage.output_tokens", (output.len() / 4) as i64),
             KeyValue::new("gen_ai.input.messages", input),
             KeyValue::new("gen_ai.output.messages", output),

@@ -35,9 +35,13 @@ pub async fn export(State(app): State<Arc<App>>, Query(q): Q) -> Result<Response
     let mut p = Params::new(q);
     let signal = p.get("signal").unwrap_or_else(|| "spans".into());
     // `limit` caps the whole export here, not a page.
-    let cap = p.parse("limit", |v| {
-        v.parse::<u64>().map_err(|_| "must be a number".to_string())
-    })?;
+    let cap = p
+        .take("limit")
+        .map(|v| {
+            v.parse::<u64>()
+                .map_err(|_| ApiError::bad_param("limit", "must be a number"))
+        })
+        .transpose()?;
     let what = match signal.as_str() {
         "spans" => What::Spans(span_query(&mut p)?),
         "logs" => What::Logs(log_query(&mut p)?),

@@ -103,6 +103,18 @@ impl Params {
         found
     }
 
+    /// The value of `name`, taken out: later lookups no longer see it (a
+    /// handler that gives a shared parameter its own meaning).
+    pub fn take(&mut self, name: &str) -> Option<String> {
+        let v = self.get(name);
+        let keep: Vec<bool> = self.pairs.iter().map(|(k, _)| k != name).collect();
+        let mut it = keep.iter();
+        self.pairs.retain(|_| *it.next().unwrap_or(&true));
+        let mut it = keep.iter();
+        self.used.retain(|_| *it.next().unwrap_or(&true));
+        v
+    }
+
     pub fn parse<T>(&mut self, name: &str, f: impl Fn(&str) -> Result<T, String>) -> Result<Option<T>, ApiError> {
         match self.get(name) {
             None => Ok(None),
