@@ -478,39 +478,14 @@ impl Engine {
     /// One session: its summary, traces, and each model and tool call in
     /// time order; `None` if no span in `w` carries the id.
     pub fn session(&self, id: &str, w: Window) -> Result<Option<llm::SessionDetail>> {
-        let sources = self.state().sources::<Span>();
         let mut ex = Explain::new(Signal::Spans);
-        let found = llm::session_summaries(
-            &sources,
+        llm::session(
+            &self.state().sources::<Span>(),
+            id,
             w,
-            Some(id),
             &self.inner.opts.pricing,
-            &self.inner.shadow_cache,
             &mut ex,
-        )?;
-        let Some((summary, traces)) = found.into_iter().next() else {
-            return Ok(None);
-        };
-        let mut turns = Vec::new();
-        for t in &traces {
-            for span in search::trace_records(&sources, *t, &mut ex)? {
-                if let Some(call) = skein_model::genai::LlmCall::from_attributes(&span.attributes)
-                    && matches!(
-                        call.kind,
-                        Some(skein_model::genai::CallKind::Llm | skein_model::genai::CallKind::Tool)
-                    )
-                {
-                    let cost = self.inner.opts.pricing.cost(&call, span.start_time_unix_nano);
-                    turns.push(llm::SessionTurn { span, call, cost });
-                }
-            }
-        }
-        turns.sort_by_key(|t| (t.span.start_time_unix_nano, t.span.span_id));
-        Ok(Some(llm::SessionDetail {
-            summary,
-            traces: traces.into_iter().map(skein_model::TraceId::from_u128).collect(),
-            turns,
-        }))
+        )
     }
 
     /// Scores (`gen_ai.evaluation.result` events, posted or sent as log

@@ -82,6 +82,13 @@ impl<'a> CallRow<'a> {
         self.kind == Some(CallKind::Llm)
     }
 
+    /// Whether it is a GenAI call or part of a session: what the typed
+    /// columns mark (a span with a stray `gen_ai.usage.cost` and nothing
+    /// else is neither).
+    fn counts(&self) -> bool {
+        self.kind.is_some() || self.session.is_some()
+    }
+
     /// Whether its token figures count: a model call whose figures do not
     /// contradict each other.
     fn counts_tokens(&self) -> bool {
@@ -124,7 +131,10 @@ pub fn visit_calls(
                         continue;
                     }
                     if let Some(call) = LlmCall::from_attributes(&sp.attributes) {
-                        f(&CallRow::of_span(sp, &call));
+                        let r = CallRow::of_span(sp, &call);
+                        if r.counts() {
+                            f(&r);
+                        }
                     }
                 }
                 explain.add(ex);
@@ -159,28 +169,39 @@ fn visit_part(
     f: &mut dyn FnMut(&CallRow<'_>),
 ) -> Result<()> {
     let range = p.index.row_range(p.rows(), w);
-    let columns: Vec<&str> = ROW_COLUMNS.iter().chain(SPAN_LLM_COLUMNS).copied().collect();
+    // First the two sparse columns that say which rows are GenAI spans (a
+    // few percent of rows, mostly nulls: cheap), then every column of just
+    // those rows.
+    let mut rows = Vec::new();
     let mut next_row = range.start;
-    for b in p.read_columns(&columns, range.clone(), 65536)? {
+    for b in p.read_columns(&["llm_kind", "session_id"], range.clone(), 65536)? {
         let first_row = next_row;
         next_row += b.num_rows() as u32;
-        let Some(cols) = LlmBatch::new(&b) else {
+        let (Some(kind), Some(session)) = (b.column_by_name("llm_kind"), b.column_by_name("session_id")) else {
             // Written before the typed GenAI columns: decode the spans.
             return visit_part_records(p, w, shadowed, ex, f);
         };
         ex.rows_examined += b.num_rows() as u64;
         for i in 0..b.num_rows() {
-            if cols.kind.is_null(i) && cols.session.is_null(i) {
-                continue;
+            let row = first_row + i as u32;
+            if (kind.is_valid(i) || session.is_valid(i)) && !shadowed.contains(&row) {
+                rows.push(row);
             }
-            if shadowed.contains(&(first_row + i as u32)) {
-                continue;
+        }
+    }
+    let columns: Vec<&str> = ROW_COLUMNS.iter().chain(SPAN_LLM_COLUMNS).copied().collect();
+    for chunk in rows.chunks(65536) {
+        ex.rows_decoded += chunk.len() as u64;
+        for b in p.read_row_columns(&columns, chunk)? {
+            let cols = LlmBatch::new(&b).ok_or_else(|| {
+                crate::error::Error::corrupt("span part", "a GenAI column is missing or of the wrong type")
+            })?;
+            for i in 0..b.num_rows() {
+                let time = cols.start.value(i).max(0) as u64;
+                if w.contains(time) {
+                    f(&cols.row(i, time));
+                }
             }
-            let time = cols.start.value(i).max(0) as u64;
-            if !w.contains(time) {
-                continue;
-            }
-            f(&cols.row(i, time));
         }
     }
     Ok(())
@@ -203,7 +224,10 @@ fn visit_part_records(
                 continue;
             }
             if let Some(call) = LlmCall::from_attributes(&sp.attributes) {
-                f(&CallRow::of_span(&sp, &call));
+                let r = CallRow::of_span(&sp, &call);
+                if r.counts() {
+                    f(&r);
+                }
             }
         }
     }
@@ -558,20 +582,25 @@ struct TraceAcc {
     end: u64,
 }
 
-/// Every session with activity in `w`, optionally only `only` (one id),
-/// unordered. Spans are counted off the trace indexes.
-pub fn session_summaries(
-    sources: &[Source<Span>],
-    w: Window,
-    only: Option<&str>,
-    pricing: &Pricing,
-    cache: &ShadowCache,
-    explain: &mut Explain,
-) -> Result<Vec<(SessionSummary, Vec<u128>)>> {
-    let mut memo = PriceMemo::new(pricing);
-    let mut traces: FastMap<u128, TraceAcc> = FastMap::default();
-    visit_calls(sources, w, cache, explain, &mut |r| {
-        let t = traces.entry(r.trace_id).or_insert_with(|| TraceAcc {
+/// Folds GenAI spans into per-trace facts, then traces into sessions.
+struct SessionAcc<'p> {
+    memo: PriceMemo<'p>,
+    traces: FastMap<u128, TraceAcc>,
+}
+
+impl<'p> SessionAcc<'p> {
+    fn new(pricing: &'p Pricing) -> Self {
+        SessionAcc {
+            memo: PriceMemo::new(pricing),
+            traces: FastMap::default(),
+        }
+    }
+
+    fn add(&mut self, r: &CallRow<'_>) {
+        if !r.counts() {
+            return;
+        }
+        let t = self.traces.entry(r.trace_id).or_insert_with(|| TraceAcc {
             start: u64::MAX,
             ..Default::default()
         });
@@ -582,9 +611,7 @@ pub fn session_summaries(
         }
         t.start = t.start.min(r.time);
         t.end = t.end.max(r.time.saturating_add(r.duration_ns));
-        if r.kind.is_some() {
-            t.errors += (r.error && matches!(r.kind, Some(CallKind::Llm | CallKind::Tool))) as u64;
-        }
+        t.errors += (r.error && matches!(r.kind, Some(CallKind::Llm | CallKind::Tool))) as u64;
         if let Some(a) = r.agent
             && !t.agents.contains(a)
         {
@@ -601,62 +628,211 @@ pub fn session_summaries(
                 t.input += r.tokens.input.unwrap_or(0);
                 t.output += r.tokens.output.unwrap_or(0);
             }
-            if let Some(usd) = memo.cost(&r.cost_input(), r.time).usd {
+            if let Some(usd) = self.memo.cost(&r.cost_input(), r.time).usd {
                 t.cost_usd += usd;
             }
         }
-    })?;
-    let mut sessions: FastMap<String, (SessionSummary, Vec<u128>)> = FastMap::default();
-    let mut models: FastMap<String, (BTreeSet<String>, BTreeSet<String>)> = FastMap::default();
-    for (trace, t) in traces {
-        let Some(id) = t.session else { continue };
-        if only.is_some_and(|want| want != id) {
-            continue;
-        }
-        let (s, ids) = sessions.entry(id.clone()).or_insert_with(|| {
-            (
-                SessionSummary {
-                    session_id: id.clone(),
-                    traces: 0,
-                    spans: 0,
-                    llm_calls: 0,
-                    input_tokens: 0,
-                    output_tokens: 0,
-                    cost_usd: 0.0,
-                    errors: 0,
-                    models: Vec::new(),
-                    agents: Vec::new(),
-                    start_time_unix_nano: u64::MAX,
-                    end_time_unix_nano: 0,
-                },
-                Vec::new(),
-            )
-        });
-        s.traces += 1;
-        s.llm_calls += t.llm_calls;
-        s.input_tokens += t.input;
-        s.output_tokens += t.output;
-        s.cost_usd += t.cost_usd;
-        s.errors += t.errors;
-        s.start_time_unix_nano = s.start_time_unix_nano.min(t.start);
-        s.end_time_unix_nano = s.end_time_unix_nano.max(t.end);
-        ids.push(trace);
-        let (m, a) = models.entry(id).or_default();
-        m.extend(t.models);
-        a.extend(t.agents);
     }
+
+    /// The sessions (only `only`, if set), each with its traces; `spans`
+    /// counts a trace's spans.
+    fn finish(self, only: Option<&str>, spans: impl Fn(u128) -> u64) -> Vec<(SessionSummary, Vec<u128>)> {
+        // Per session: its summary, traces, models and agents.
+        type Gathered = (SessionSummary, Vec<u128>, BTreeSet<String>, BTreeSet<String>);
+        let mut sessions: FastMap<String, Gathered> = FastMap::default();
+        // In trace order, so that sums of costs do not depend on a map's.
+        let mut traces: Vec<(u128, TraceAcc)> = self.traces.into_iter().collect();
+        traces.sort_unstable_by_key(|(t, _)| *t);
+        for (trace, t) in traces {
+            let Some(id) = t.session else { continue };
+            if only.is_some_and(|want| want != id) {
+                continue;
+            }
+            let (s, ids, models, agents) = sessions.entry(id.clone()).or_insert_with(|| {
+                (
+                    SessionSummary {
+                        session_id: id,
+                        traces: 0,
+                        spans: 0,
+                        llm_calls: 0,
+                        input_tokens: 0,
+                        output_tokens: 0,
+                        cost_usd: 0.0,
+                        errors: 0,
+                        models: Vec::new(),
+                        agents: Vec::new(),
+                        start_time_unix_nano: u64::MAX,
+                        end_time_unix_nano: 0,
+                    },
+                    Vec::new(),
+                    BTreeSet::new(),
+                    BTreeSet::new(),
+                )
+            });
+            s.traces += 1;
+            s.llm_calls += t.llm_calls;
+            s.input_tokens += t.input;
+            s.output_tokens += t.output;
+            s.cost_usd += t.cost_usd;
+            s.errors += t.errors;
+            s.start_time_unix_nano = s.start_time_unix_nano.min(t.start);
+            s.end_time_unix_nano = s.end_time_unix_nano.max(t.end);
+            ids.push(trace);
+            models.extend(t.models);
+            agents.extend(t.agents);
+        }
+        sessions
+            .into_values()
+            .map(|(mut s, mut ids, models, agents)| {
+                ids.sort_unstable();
+                s.spans = ids.iter().map(|t| spans(*t)).sum();
+                s.models = models.into_iter().collect();
+                s.agents = agents.into_iter().collect();
+                (s, ids)
+            })
+            .collect()
+    }
+}
+
+/// Every session with activity in `w`, unordered, each with its traces.
+/// Spans are counted off the trace indexes.
+pub fn session_summaries(
+    sources: &[Source<Span>],
+    w: Window,
+    pricing: &Pricing,
+    cache: &ShadowCache,
+    explain: &mut Explain,
+) -> Result<Vec<(SessionSummary, Vec<u128>)>> {
+    let mut acc = SessionAcc::new(pricing);
+    visit_calls(sources, w, cache, explain, &mut |r| acc.add(r))?;
     let spans = live_trace_rows(sources, cache)?;
-    let mut out = Vec::with_capacity(sessions.len());
-    for (id, (mut s, mut ids)) in sessions {
-        ids.sort_unstable();
-        s.spans = ids.iter().map(|t| spans(*t)).sum();
-        if let Some((m, a)) = models.remove(&id) {
-            s.models = m.into_iter().collect();
-            s.agents = a.into_iter().collect();
-        }
-        out.push((s, ids));
+    Ok(acc.finish(None, spans))
+}
+
+/// One session: the traces in which a span in `w` carries its id (found
+/// from the typed `session_id` column, a few sparse bytes a row), then
+/// those traces' spans, whole.
+pub fn session(
+    sources: &[Source<Span>],
+    id: &str,
+    w: Window,
+    pricing: &Pricing,
+    explain: &mut Explain,
+) -> Result<Option<SessionDetail>> {
+    let traces = session_traces(sources, id, w, explain)?;
+    if traces.is_empty() {
+        return Ok(None);
     }
-    Ok(out)
+    let mut acc = SessionAcc::new(pricing);
+    let mut span_counts: FastMap<u128, u64> = FastMap::default();
+    let mut turns = Vec::new();
+    for t in &traces {
+        let spans = super::search::trace_records(sources, *t, explain)?;
+        span_counts.insert(*t, spans.len() as u64);
+        for span in spans {
+            let Some(call) = LlmCall::from_attributes(&span.attributes) else {
+                continue;
+            };
+            acc.add(&CallRow::of_span(&span, &call));
+            if matches!(call.kind, Some(CallKind::Llm | CallKind::Tool)) {
+                let cost = pricing.cost(&call, span.start_time_unix_nano);
+                turns.push(SessionTurn { span, call, cost });
+            }
+        }
+    }
+    turns.sort_by_key(|t| (t.span.start_time_unix_nano, t.span.span_id));
+    let Some((summary, traces)) = acc
+        .finish(Some(id), |t| span_counts.get(&t).copied().unwrap_or(0))
+        .into_iter()
+        .next()
+    else {
+        return Ok(None);
+    };
+    Ok(Some(SessionDetail {
+        summary,
+        traces: traces.into_iter().map(skein_model::TraceId::from_u128).collect(),
+        turns,
+    }))
+}
+
+/// The traces in which a span in `w` belongs to session `id`.
+fn session_traces(sources: &[Source<Span>], id: &str, w: Window, explain: &mut Explain) -> Result<Vec<u128>> {
+    let mut traces: BTreeSet<u128> = BTreeSet::new();
+    for s in sources {
+        match s {
+            Source::Mem(m) => {
+                let m = m.read();
+                let mut ex = SourceExplain::new("hot", None);
+                for row in 0..m.total_rows() {
+                    let sp = m.row(row);
+                    ex.rows_examined += 1;
+                    if m.is_live(row)
+                        && w.contains(sp.start_time_unix_nano)
+                        && LlmCall::from_attributes(&sp.attributes)
+                            .and_then(|c| c.session_id)
+                            .as_deref()
+                            == Some(id)
+                    {
+                        traces.insert(sp.trace_id.as_u128());
+                    }
+                }
+                explain.add(ex);
+            }
+            Source::Part(p) => {
+                let mut ex = SourceExplain::new("part", Some(p.meta.id));
+                if p.misses(w) {
+                    ex.pruned = Some("time range".into());
+                    explain.add(ex);
+                    continue;
+                }
+                let range = p.index.row_range(p.rows(), w);
+                let mut rows = Vec::new();
+                let mut next_row = range.start;
+                let mut typed = true;
+                for b in p.read_columns(&["session_id"], range.clone(), 65536)? {
+                    let first_row = next_row;
+                    next_row += b.num_rows() as u32;
+                    let Some(col) = b.column_by_name("session_id").and_then(|c| c.as_string_opt::<i32>()) else {
+                        typed = false;
+                        break;
+                    };
+                    ex.rows_examined += b.num_rows() as u64;
+                    rows.extend(
+                        (0..b.num_rows())
+                            .filter(|i| col.is_valid(*i) && col.value(*i) == id)
+                            .map(|i| first_row + i as u32),
+                    );
+                }
+                if !typed {
+                    // An older part: decode its GenAI spans.
+                    let shadowed = FastSet::default();
+                    visit_part_records(p, w, &shadowed, &mut ex, &mut |r| {
+                        if r.session == Some(id) {
+                            traces.insert(r.trace_id);
+                        }
+                    })?;
+                    explain.add(ex);
+                    continue;
+                }
+                for b in p.read_row_columns(&["trace_id", "start_time_unix_nano"], &rows)? {
+                    let (Some(tid), Some(start)) = (
+                        b.column_by_name("trace_id").and_then(|c| c.as_fixed_size_binary_opt()),
+                        b.column_by_name("start_time_unix_nano")
+                            .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>()),
+                    ) else {
+                        continue;
+                    };
+                    for i in 0..b.num_rows() {
+                        if w.contains(start.value(i).max(0) as u64) {
+                            traces.insert(u128::from_be_bytes(tid.value(i).try_into().unwrap_or_default()));
+                        }
+                    }
+                }
+                explain.add(ex);
+            }
+        }
+    }
+    Ok(traces.into_iter().collect())
 }
 
 /// A counter of a trace's spans across sources, the newest copy of each.
@@ -732,7 +908,7 @@ pub fn sessions(
     cache: &ShadowCache,
     explain: &mut Explain,
 ) -> Result<SessionPage> {
-    let mut all: Vec<SessionSummary> = session_summaries(sources, w, None, pricing, cache, explain)?
+    let mut all: Vec<SessionSummary> = session_summaries(sources, w, pricing, cache, explain)?
         .into_iter()
         .map(|(s, _)| s)
         .collect();
