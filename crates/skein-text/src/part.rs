@@ -100,7 +100,7 @@ impl Terms {
 
     /// The terms gathered as a tantivy document numbered `number` (a block,
     /// or [`SHARED`] | key), leaving `self` empty; `None` without terms.
-    fn take_doc(&mut self, vocabulary: &Vocabulary, fields: &Fields, number: u64) -> Option<TantivyDocument> {
+    fn take_doc(&mut self, vocabulary: &mut Vocabulary, fields: &Fields, number: u64) -> Option<TantivyDocument> {
         let mut tdoc = TantivyDocument::default();
         let mut any = false;
         for (field, ids) in self.ids.iter_mut().enumerate() {
@@ -108,8 +108,7 @@ impl Terms {
                 continue;
             }
             any = true;
-            ids.sort_unstable();
-            ids.dedup();
+            vocabulary.dedup(ids);
             // Joined by NUL, which no term holds (it is not a word
             // character, and folding never makes one; folding can make a
             // space: NFKC of U+FDFA has three), they split back exactly.
@@ -253,7 +252,7 @@ impl PartTextIndexBuilder {
         // A block without text is only in the row set: no term can match it.
         let doc = self
             .block_terms
-            .take_doc(&self.vocabulary, &self.fields, u64::from(block));
+            .take_doc(&mut self.vocabulary, &self.fields, u64::from(block));
         self.vocabulary.trim(self.vocabulary_terms);
         if let Some(tdoc) = doc {
             self.writer.add_document(tdoc)?;
@@ -267,7 +266,7 @@ impl PartTextIndexBuilder {
         let key = self.links.new_key()?;
         let mut terms = Terms::default();
         terms.add(&mut self.vocabulary, field, text);
-        let doc = terms.take_doc(&self.vocabulary, &self.fields, SHARED | u64::from(key));
+        let doc = terms.take_doc(&mut self.vocabulary, &self.fields, SHARED | u64::from(key));
         // A block may be half gathered (a row's shared texts come with it).
         if self.block_terms.is_empty() {
             self.vocabulary.trim(self.vocabulary_terms);
