@@ -73,23 +73,29 @@
 //! punctuation, nesting deeper than 64. `ERROR:`, `std::io` and `http://x`
 //! are words, not fields; punctuation alone between terms is ignored.
 
+mod blocks;
 mod bundle;
 mod eval;
 mod field;
 mod links;
 mod mem;
+mod merge;
 mod naive;
 mod part;
 mod pieces;
 mod query;
+mod rowmap;
+mod sources;
 pub mod tokenize;
 mod vocabulary;
 
+pub use blocks::BLOCK_ROWS;
 pub use field::{Doc, Field, FieldSet};
 pub use mem::MemTextIndex;
 pub use naive::Highlight;
-pub use part::{BLOCK_ROWS, DEFAULT_MEMORY_BUDGET, PartTextIndex, PartTextIndexBuilder};
+pub use part::{DEFAULT_MEMORY_BUDGET, PartTextIndex, PartTextIndexBuilder};
 pub use query::{Query, QueryError, parse};
+pub use rowmap::RowMap;
 pub use tokenize::tokenize;
 
 /// Failures of building or opening a part's text index.

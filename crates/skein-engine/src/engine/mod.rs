@@ -179,6 +179,11 @@ pub struct EngineStats {
     pub flushes: u64,
     pub compactions: u64,
     pub compaction_seconds: f64,
+    /// Compactions whose text index was merged from their inputs'.
+    pub text_index_merges: u64,
+    /// Compactions whose text index was built from their rows (an input
+    /// had none).
+    pub text_index_rebuilds: u64,
     /// A merge is running now.
     pub compacting: bool,
     pub next_seq: u64,
@@ -217,6 +222,8 @@ pub(crate) struct Inner {
     last_ingest: Mutex<Instant>,
     flushes: AtomicU64,
     compactions: AtomicU64,
+    text_index_merges: AtomicU64,
+    text_index_rebuilds: AtomicU64,
     compaction_nanos: AtomicU64,
     faults: Faults,
     pub(crate) shadow_cache: crate::query::shadow::ShadowCache,
@@ -905,6 +912,8 @@ impl Inner {
         s.wal_appends = w.appends;
         s.flushes = self.flushes.load(Ordering::Relaxed);
         s.compactions = self.compactions.load(Ordering::Relaxed);
+        s.text_index_merges = self.text_index_merges.load(Ordering::Relaxed);
+        s.text_index_rebuilds = self.text_index_rebuilds.load(Ordering::Relaxed);
         s.compaction_seconds = self.compaction_nanos.load(Ordering::Relaxed) as f64 / 1e9;
         s.compacting = self.compacting.load(Ordering::Relaxed);
         s.page_cache = self.page_cache.stats();
