@@ -56,23 +56,23 @@ impl Source {
     /// source is the part's own: rows past the part's are removed later).
     pub(crate) fn block_rows(&self, blocks: &[u32], rows: &mut RoaringBitmap) {
         match &self.rows {
-            SourceRows::Own => {
-                for &b in blocks {
+            SourceRows::Own => insert_runs(
+                rows,
+                blocks.iter().map(|&b| {
                     let start = b.saturating_mul(BLOCK_ROWS);
-                    rows.insert_range(start..start.saturating_add(BLOCK_ROWS));
-                }
-            }
+                    (start, start.saturating_add(BLOCK_ROWS))
+                }),
+            ),
             SourceRows::Carried { out, starts } => {
                 // Ranges stop at the source's last row (damaged starts
                 // could name any row: a range to u32::MAX would be 4G rows).
                 let end = out.max().map_or(0, |m| m.saturating_add(1));
                 let mut ranges = RoaringBitmap::new();
-                for &b in blocks {
+                let bounds = blocks.iter().filter_map(|&b| {
                     let b = b as usize;
-                    if let (Some(&from), Some(&to)) = (starts.get(b), starts.get(b + 1)) {
-                        ranges.insert_range(from.min(end)..to.min(end));
-                    }
-                }
+                    Some((starts.get(b)?.min(&end), starts.get(b + 1)?.min(&end)))
+                });
+                insert_runs(&mut ranges, bounds.map(|(from, to)| (*from, *to)));
                 ranges &= out;
                 *rows |= ranges;
             }
@@ -133,6 +133,26 @@ impl Source {
             keys,
             rows: SourceRows::Carried { out, starts },
         })
+    }
+}
+
+/// Inserts the ranges `from..to` (sorted by `from`), joining those that
+/// touch: a common word's blocks are most of a part, and one insertion per
+/// run costs far less than one per block.
+fn insert_runs(rows: &mut RoaringBitmap, ranges: impl Iterator<Item = (u32, u32)>) {
+    let mut run: Option<(u32, u32)> = None;
+    for (from, to) in ranges {
+        match &mut run {
+            Some((_, end)) if from <= *end => *end = (*end).max(to),
+            _ => {
+                if let Some((a, b)) = run.replace((from, to)) {
+                    rows.insert_range(a..b);
+                }
+            }
+        }
+    }
+    if let Some((a, b)) = run {
+        rows.insert_range(a..b);
     }
 }
 
