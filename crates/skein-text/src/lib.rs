@@ -6,7 +6,8 @@
 //!
 //! # How it is used
 //! ```text
-//! flush/compaction  PartTextIndexBuilder::add(row, &doc)…; finish() -> bytes   (one file beside the part)
+//! flush             PartTextIndexBuilder::add(row, &doc)…; finish() -> bytes   (one file beside the part)
+//! compaction        PartTextIndex::merge(&[(&input, &row_map)…]) -> bytes       (the inputs' indexes, merged)
 //! read              PartTextIndex::open(bytes)?.search(&query)? -> candidate rows
 //! hot tier          MemTextIndex::add(row, &doc); search(&query) -> candidate rows
 //! every candidate   query.matches(&doc)      the answer (the naive model)
