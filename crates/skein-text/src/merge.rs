@@ -51,13 +51,9 @@ fn merge(inputs: &[(&PartTextIndex, &RowMap)]) -> Result<Vec<u8>, TextError> {
             sources.push(s.carried(&ix.rows, &table, docs_before, keys_before)?);
         }
         for set in ix.links.sets() {
-            links.push(set.iter().filter_map(|r| carry(&table, r)).collect())?;
+            links.push(carried(set, &table)?)?;
         }
-        rows |= ix
-            .rows
-            .iter()
-            .filter_map(|r| carry(&table, r))
-            .collect::<RoaringBitmap>();
+        rows |= carried(&ix.rows, &table)?;
         let docs = ix.segments.iter().try_fold(0u32, |n, s| n.checked_add(s.max_doc));
         docs_before = docs.and_then(|d| docs_before.checked_add(d)).ok_or_else(too_large)?;
     }
@@ -79,6 +75,13 @@ fn merge(inputs: &[(&PartTextIndex, &RowMap)]) -> Result<Vec<u8>, TextError> {
         )));
     }
     part::write_bundle(files, &rows, &links, &sources)
+}
+
+/// The rows of `rows` that survive, as output rows. The map is monotonic,
+/// so they come out sorted and are appended rather than inserted.
+fn carried(rows: &RoaringBitmap, table: &[u32]) -> Result<RoaringBitmap, TextError> {
+    RoaringBitmap::from_sorted_iter(rows.iter().filter_map(|r| carry(table, r)))
+        .map_err(|_| TextError::Corrupt("a row map that is not monotonic".into()))
 }
 
 /// The merged documents are the inputs' in order: their numbers (blocks
