@@ -52,7 +52,7 @@ pub(crate) enum SourceRows {
 }
 
 impl Source {
-    /// Adds the rows of block `block` to `rows` (a superset when the
+    /// Adds the rows of `blocks` (sorted) to `rows` (a superset when the
     /// source is the part's own: rows past the part's are removed later).
     pub(crate) fn block_rows(&self, blocks: &[u32], rows: &mut RoaringBitmap) {
         match &self.rows {
@@ -104,6 +104,13 @@ impl Source {
             SourceRows::Carried { starts, .. } => starts.len().saturating_sub(1),
         };
         let mut out = RoaringBitmap::new();
+        // The map is monotonic, so rows are appended in order; one that is
+        // not would be lost from the index, so it fails the merge instead.
+        let mut append = |to: u32| {
+            out.push(to)
+                .then_some(())
+                .ok_or_else(|| TextError::Corrupt("a row map that is not monotonic".into()))
+        };
         let mut starts = Vec::with_capacity(count + 1);
         let mut moved = from.iter().filter_map(|r| carry(table, r).map(|to| (r, to))).peekable();
         for b in 0..count {
@@ -112,12 +119,14 @@ impl Source {
                 if r >= first {
                     break;
                 }
-                out.push(to);
+                append(to)?;
                 moved.next();
             }
             starts.push(moved.peek().map_or(NONE_LATER, |&(_, to)| to));
         }
-        out.extend(moved.map(|(_, to)| to));
+        for (_, to) in moved {
+            append(to)?;
+        }
         starts.push(NONE_LATER);
         // No later row survived: the range starts past the source's last
         // row, and is empty.
