@@ -313,3 +313,56 @@ fn walk(dir: &Path) -> Vec<String> {
     }
     out
 }
+
+/// Compaction merges its inputs' text indexes (it does not rebuild them)
+/// when each has one, duplicates dropped by the merge included: answers
+/// stay those of a scan. An input without an index (written with full
+/// text off) makes the output's index be built from its rows instead.
+#[test]
+fn compaction_merges_text_indexes_and_rebuilds_without_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs: Vec<LogRecord> = (0..60).map(|i| log(i, (i % 4) as u8)).collect();
+    let spans: Vec<Span> = (0..60).map(|i| span(i, (i % 4) as u8, (i % 4) as u8)).collect();
+    let e = Engine::open(options(dir.path())).unwrap();
+    // Three parts per signal, the second re-sending half of the first (the
+    // merge drops those rows as duplicates) among rows of its own.
+    for (batch, range) in [(0, 0..30), (1, 15..45), (2, 45..60)] {
+        e.ingest_logs(logs[range.clone()].to_vec()).unwrap();
+        e.ingest_spans(spans[range].to_vec()).unwrap();
+        e.flush().unwrap();
+        assert_eq!(e.stats().parts, 2 * (batch + 1), "one part per signal per flush");
+    }
+    e.compact().unwrap();
+    let st = e.stats();
+    assert!(st.compactions >= 2, "{st:?}");
+    assert_eq!(
+        st.text_index_merges, st.compactions,
+        "every merge merged the indexes: {st:?}"
+    );
+    assert_eq!(st.text_index_rebuilds, 0);
+    assert_eq!(st.logs, 60, "duplicates are gone");
+    check(&e, &spans, &logs).unwrap();
+    e.close().unwrap();
+    drop(e);
+    let e = Engine::open(options(dir.path())).unwrap();
+    check(&e, &spans, &logs).unwrap();
+    e.close().unwrap();
+    drop(e);
+
+    // A part written without a text index, merged with one that has it.
+    let dir = tempfile::tempdir().unwrap();
+    let mut off = options(dir.path());
+    off.full_text = false;
+    let e = Engine::open(off).unwrap();
+    e.ingest_logs(logs[..30].to_vec()).unwrap();
+    e.flush().unwrap();
+    e.close().unwrap();
+    drop(e);
+    let e = Engine::open(options(dir.path())).unwrap();
+    e.ingest_logs(logs[30..].to_vec()).unwrap();
+    e.flush().unwrap();
+    e.compact().unwrap();
+    let st = e.stats();
+    assert_eq!((st.text_index_merges, st.text_index_rebuilds), (0, 1), "{st:?}");
+    check(&e, &[], &logs).unwrap();
+}

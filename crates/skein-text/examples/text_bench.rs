@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use skein_text::{Field, MemTextIndex, PartTextIndex, PartTextIndexBuilder, Query};
+use skein_text::{Field, MemTextIndex, PartTextIndex, PartTextIndexBuilder, Query, RowMap};
 
 /// xorshift64*: deterministic lines without a dependency.
 struct Rng(u64);
@@ -120,6 +120,79 @@ fn p50(mut samples: Vec<Duration>) -> Duration {
     samples.get(samples.len() / 2).copied().unwrap_or_default()
 }
 
+/// The benchmark's queries on `part`, whose row `r` is `lines[r]`.
+fn searches(name: &str, part: &PartTextIndex, lines: &[String]) -> Result<(), Box<dyn std::error::Error>> {
+    let queries = [
+        ("rare word", RARE),
+        ("common word", "timeout"),
+        ("identifier", "PoolTimeout"),
+        ("phrase", "\"connection pool exhausted\""),
+    ];
+    for (what, text) in queries {
+        let q = Query::parse(text)?;
+        let mut search = Vec::new();
+        let mut candidates = 0;
+        for _ in 0..21 {
+            let t = Instant::now();
+            let rows = part.search(&q)?;
+            search.push(t.elapsed());
+            candidates = rows.len();
+        }
+        // Re-check the first 100 candidates, as a search with limit 100 does.
+        let t = Instant::now();
+        let rows = part.search(&q)?;
+        let hits = rows
+            .iter()
+            .take(100)
+            .filter(|&r| q.matches(&[(Field::Body, lines[r as usize].as_str())]))
+            .count();
+        let limited = t.elapsed();
+        println!(
+            "{name} {what:<12} {text:<28} candidates {candidates:>8}  search p50 {:>10.2?}  +re-check of 100 {:>10.2?} ({hits} hits)",
+            p50(search),
+            limited
+        );
+    }
+    Ok(())
+}
+
+/// Ten parts of a tenth of the lines each, merged as compaction merges
+/// them when their times interleave row by row (the worst case for the
+/// row maps), then the same searches.
+fn merged(lines: &[String]) -> Result<(), Box<dyn std::error::Error>> {
+    const PARTS: usize = 10;
+    let mut parts = Vec::new();
+    let mut maps = vec![RowMap::new(); PARTS];
+    let mut merged_lines = Vec::new();
+    let built = Instant::now();
+    for p in 0..PARTS {
+        let mut b = PartTextIndexBuilder::new()?;
+        for (row, l) in lines.iter().skip(p).step_by(PARTS).enumerate() {
+            b.add(row as u32, &[(Field::Body, l.as_str())])?;
+        }
+        parts.push(PartTextIndex::open(b.finish()?)?);
+    }
+    let built = built.elapsed();
+    let chunk = lines.len().div_ceil(PARTS);
+    for row in 0..chunk {
+        for (p, map) in maps.iter_mut().enumerate() {
+            if let Some(l) = lines.get(row * PARTS + p) {
+                map.keep(row as u32, merged_lines.len() as u32)?;
+                merged_lines.push(l.clone());
+            }
+        }
+    }
+    let t = Instant::now();
+    let pairs: Vec<(&PartTextIndex, &RowMap)> = parts.iter().zip(&maps).collect();
+    let bundle = PartTextIndex::merge(&pairs)?;
+    println!(
+        "merged: {PARTS} parts built in {built:.2?}, their indexes merged in {:.2?} ({} bytes)",
+        t.elapsed(),
+        bundle.len()
+    );
+    searches("merged", &PartTextIndex::open(bundle)?, &merged_lines)
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n: usize = std::env::args()
         .nth(1)
@@ -150,37 +223,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let rss_before = rss_bytes();
     let part = PartTextIndex::open(bundle)?;
-    let queries = [
-        ("rare word", RARE),
-        ("common word", "timeout"),
-        ("identifier", "PoolTimeout"),
-        ("phrase", "\"connection pool exhausted\""),
-    ];
-    for (what, text) in queries {
-        let q = Query::parse(text)?;
-        let mut search = Vec::new();
-        let mut candidates = 0;
-        for _ in 0..21 {
-            let t = Instant::now();
-            let rows = part.search(&q)?;
-            search.push(t.elapsed());
-            candidates = rows.len();
-        }
-        // Re-check the first 100 candidates, as a search with limit 100 does.
-        let t = Instant::now();
-        let rows = part.search(&q)?;
-        let hits = rows
-            .iter()
-            .take(100)
-            .filter(|&r| q.matches(&[(Field::Body, lines[r as usize].as_str())]))
-            .count();
-        let limited = t.elapsed();
-        println!(
-            "part {what:<12} {text:<28} candidates {candidates:>8}  search p50 {:>10.2?}  +re-check of 100 {:>10.2?} ({hits} hits)",
-            p50(search),
-            limited
-        );
-    }
+    searches("part", &part, &lines)?;
     // The bundle is held in memory here; from a mapped file only the pages
     // read are resident.
     println!(
@@ -215,5 +258,5 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .collect();
         println!("hot  {what:<12} {text:<28} search p50 {:>10.2?}", p50(samples));
     }
-    Ok(())
+    merged(&lines)
 }

@@ -24,12 +24,24 @@ use tantivy::directory::{DirectoryLock, FileHandle, Lock, OwnedBytes, WatchCallb
 use crate::TextError;
 
 pub(crate) const MAGIC: &[u8; 8] = b"SKTXTIDX";
-/// 2: documents are blocks of `part::BLOCK_ROWS` rows, shared texts linked.
-pub(crate) const VERSION: u32 = 2;
+/// 2: documents are blocks of `BLOCK_ROWS` rows, shared texts linked.
+/// 3: documents may come from several sources (merged parts' indexes, see
+/// `sources`). A version 2 bundle reads as one source of the part's own
+/// rows; a build that reads only version 2 refuses version 3 (it would
+/// read carried block numbers as the part's rows).
+pub(crate) const VERSION: u32 = 3;
+/// The oldest version this build reads.
+pub(crate) const OLDEST_VERSION: u32 = 2;
 pub(crate) const FOOTER_LEN: usize = 8 + 8 + 4 + 8 + 8;
 
 /// Lays `files` out as one bundle.
 pub(crate) fn write(files: &[(String, Vec<u8>)]) -> Result<Vec<u8>, TextError> {
+    write_version(files, VERSION)
+}
+
+/// [`write`] with another version in the footer (for testing what older
+/// builds wrote).
+pub(crate) fn write_version(files: &[(String, Vec<u8>)], version: u32) -> Result<Vec<u8>, TextError> {
     let body: usize = files.iter().map(|(_, b)| b.len()).sum();
     let mut out = Vec::with_capacity(body + 64 * files.len() + FOOTER_LEN);
     let mut toc = Vec::new();
@@ -47,7 +59,7 @@ pub(crate) fn write(files: &[(String, Vec<u8>)]) -> Result<Vec<u8>, TextError> {
     out.extend_from_slice(&toc);
     out.extend_from_slice(&toc_offset.to_le_bytes());
     out.extend_from_slice(&(toc.len() as u64).to_le_bytes());
-    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
     let sum = xxhash_rust::xxh3::xxh3_64(&out);
     out.extend_from_slice(&sum.to_le_bytes());
     out.extend_from_slice(MAGIC);
@@ -111,7 +123,7 @@ pub(crate) fn read(bytes: &OwnedBytes) -> Result<HashMap<String, OwnedBytes>, Te
     if xxhash_rust::xxh3::xxh3_64(&data[..len - 16]) != sum {
         return Err(corrupt("checksum mismatch: the text index is damaged"));
     }
-    if version != VERSION {
+    if !(OLDEST_VERSION..=VERSION).contains(&version) {
         return Err(TextError::Version(version));
     }
     let toc_start = usize::try_from(toc_offset).map_err(|_| corrupt("TOC offset out of range"))?;

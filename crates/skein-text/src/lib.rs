@@ -6,7 +6,8 @@
 //!
 //! # How it is used
 //! ```text
-//! flush/compaction  PartTextIndexBuilder::add(row, &doc)…; finish() -> bytes   (one file beside the part)
+//! flush             PartTextIndexBuilder::add(row, &doc)…; finish() -> bytes   (one file beside the part)
+//! compaction        PartTextIndex::merge(&[(&input, &row_map)…]) -> bytes       (the inputs' indexes, merged)
 //! read              PartTextIndex::open(bytes)?.search(&query)? -> candidate rows
 //! hot tier          MemTextIndex::add(row, &doc); search(&query) -> candidate rows
 //! every candidate   query.matches(&doc)      the answer (the naive model)
@@ -73,23 +74,29 @@
 //! punctuation, nesting deeper than 64. `ERROR:`, `std::io` and `http://x`
 //! are words, not fields; punctuation alone between terms is ignored.
 
+mod blocks;
 mod bundle;
 mod eval;
 mod field;
 mod links;
 mod mem;
+mod merge;
 mod naive;
 mod part;
 mod pieces;
 mod query;
+mod rowmap;
+mod sources;
 pub mod tokenize;
 mod vocabulary;
 
+pub use blocks::BLOCK_ROWS;
 pub use field::{Doc, Field, FieldSet};
 pub use mem::MemTextIndex;
 pub use naive::Highlight;
-pub use part::{BLOCK_ROWS, DEFAULT_MEMORY_BUDGET, PartTextIndex, PartTextIndexBuilder};
+pub use part::{DEFAULT_MEMORY_BUDGET, PartTextIndex, PartTextIndexBuilder};
 pub use query::{Query, QueryError, parse};
+pub use rowmap::RowMap;
 pub use tokenize::tokenize;
 
 /// Failures of building or opening a part's text index.

@@ -35,6 +35,18 @@ impl Links {
         self.rows.get_mut(key as usize).map(|rows| rows.insert(row))
     }
 
+    /// A new key whose text `rows` hold.
+    pub(crate) fn push(&mut self, rows: RoaringBitmap) -> Result<u32, TextError> {
+        let key = self.new_key()?;
+        self.rows[key as usize] = rows;
+        Ok(key)
+    }
+
+    /// The rows of each key, in key order.
+    pub(crate) fn sets(&self) -> &[RoaringBitmap] {
+        &self.rows
+    }
+
     /// Estimated heap bytes.
     pub(crate) fn memory_bytes(&self) -> usize {
         self.rows.iter().map(|r| r.serialized_size() + 32).sum()

@@ -126,8 +126,7 @@ impl MemTextIndex {
         let before = self.vocabulary.len();
         let mut ids = Vec::new();
         self.vocabulary.text(text, &mut ids);
-        ids.sort_unstable();
-        ids.dedup();
+        self.vocabulary.dedup(&mut ids);
         for id in before..self.vocabulary.len() {
             self.memory += TERM_OVERHEAD + self.vocabulary.term(id as u32).len();
         }

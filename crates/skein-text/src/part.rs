@@ -29,33 +29,25 @@ use tantivy::tokenizer::TextAnalyzer;
 use tantivy::{Directory, Index, IndexSettings, IndexWriter, InvertedIndexReader, TantivyDocument, Term};
 
 use crate::TextError;
+use crate::blocks::BLOCK_ROWS;
 use crate::bundle::{self, BundleDirectory};
 use crate::eval::{self, TermSource};
 use crate::field::Field;
 use crate::links::Links;
 use crate::query::Query;
+use crate::sources::{self, Source, SourceRows};
 use crate::vocabulary::{VOCABULARY_TERMS, Vocabulary};
 
-const ROW_FIELD: &str = "row";
+pub(crate) const ROW_FIELD: &str = "row";
 /// The bundle member holding every row added, serialized roaring: the
 /// universe `NOT` subtracts from (rows without text included).
-const ROWS_FILE: &str = "skein.rows";
+pub(crate) const ROWS_FILE: &str = "skein.rows";
 const META_FILE: &str = "meta.json";
 /// The bundle member holding the [`Links`] of shared texts.
-const LINKS_FILE: &str = "skein.links";
-/// Rows of a part that share one document: the index narrows to blocks of
-/// this many consecutive rows, and every row of a block is a candidate.
-///
-/// Why not one document per row: tantivy's cost is mostly per document and
-/// per term occurrence, and a part built from log lines spent three times
-/// as long on its text index as on its Parquet file with a document per
-/// row (500k lines: 4.2 s against 2.0 s). Neighbouring rows share most of
-/// their words (one service, one code path), so a block holds each term
-/// once. Re-checking up to this many rows per hit costs little: they are
-/// neighbours in one Parquet page. The price is that postings are no
-/// longer exact per row, so `NOT` narrows nothing in a part.
-/// Part of the bundle format: changing it changes the bundle version.
-pub const BLOCK_ROWS: u32 = 32;
+pub(crate) const LINKS_FILE: &str = "skein.links";
+/// The bundle member holding the [`Source`]s (absent before version 3:
+/// one source of the part's own rows).
+pub(crate) const SOURCES_FILE: &str = "skein.sources";
 
 /// Set in the number of a shared text's document (its key below): row
 /// numbers are `u32`, so the two never meet.
@@ -65,12 +57,12 @@ const SHARED: u64 = 1 << 32;
 /// written as several segments and merged into one at `finish`.
 pub const DEFAULT_MEMORY_BUDGET: usize = 32 << 20;
 
-struct Fields {
+pub(crate) struct Fields {
     text: [TantivyField; 4],
     row: TantivyField,
 }
 
-fn schema() -> (Schema, Fields) {
+pub(crate) fn schema() -> (Schema, Fields) {
     let mut builder = Schema::builder();
     let indexing = TextFieldIndexing::default()
         .set_tokenizer(TERMS_TOKENIZER)
@@ -100,7 +92,7 @@ impl Terms {
 
     /// The terms gathered as a tantivy document numbered `number` (a block,
     /// or [`SHARED`] | key), leaving `self` empty; `None` without terms.
-    fn take_doc(&mut self, vocabulary: &Vocabulary, fields: &Fields, number: u64) -> Option<TantivyDocument> {
+    fn take_doc(&mut self, vocabulary: &mut Vocabulary, fields: &Fields, number: u64) -> Option<TantivyDocument> {
         let mut tdoc = TantivyDocument::default();
         let mut any = false;
         for (field, ids) in self.ids.iter_mut().enumerate() {
@@ -108,8 +100,7 @@ impl Terms {
                 continue;
             }
             any = true;
-            ids.sort_unstable();
-            ids.dedup();
+            vocabulary.dedup(ids);
             // Joined by NUL, which no term holds (it is not a word
             // character, and folding never makes one; folding can make a
             // space: NFKC of U+FDFA has three), they split back exactly.
@@ -253,7 +244,7 @@ impl PartTextIndexBuilder {
         // A block without text is only in the row set: no term can match it.
         let doc = self
             .block_terms
-            .take_doc(&self.vocabulary, &self.fields, u64::from(block));
+            .take_doc(&mut self.vocabulary, &self.fields, u64::from(block));
         self.vocabulary.trim(self.vocabulary_terms);
         if let Some(tdoc) = doc {
             self.writer.add_document(tdoc)?;
@@ -267,7 +258,7 @@ impl PartTextIndexBuilder {
         let key = self.links.new_key()?;
         let mut terms = Terms::default();
         terms.add(&mut self.vocabulary, field, text);
-        let doc = terms.take_doc(&self.vocabulary, &self.fields, SHARED | u64::from(key));
+        let doc = terms.take_doc(&mut self.vocabulary, &self.fields, SHARED | u64::from(key));
         // A block may be half gathered (a row's shared texts come with it).
         if self.block_terms.is_empty() {
             self.vocabulary.trim(self.vocabulary_terms);
@@ -296,36 +287,71 @@ impl PartTextIndexBuilder {
             self.writer.merge(&segments).wait()?;
         }
         self.writer.wait_merging_threads()?;
-        let metas = self.index.load_metas()?;
-        let mut files = Vec::new();
-        let meta = self
-            .ram
-            .atomic_read(Path::new(META_FILE))
-            .map_err(tantivy::TantivyError::from)?;
-        files.push((META_FILE.to_owned(), meta));
-        let mut paths: Vec<_> = metas.list_segment_files().into_iter().collect();
-        paths.sort();
-        for path in paths {
-            // Candidates include components a segment may not have.
-            if !self.ram.exists(&path).map_err(tantivy::TantivyError::from)? {
-                continue;
-            }
-            let bytes = self
-                .ram
-                .open_read(&path)
-                .map_err(tantivy::TantivyError::from)?
-                .read_bytes()?;
-            let name = path
-                .to_str()
-                .ok_or_else(|| TextError::Corrupt(format!("tantivy file {path:?}")))?;
-            files.push((name.to_owned(), bytes.as_slice().to_vec()));
-        }
-        let mut rows = Vec::with_capacity(self.rows.serialized_size());
-        self.rows.serialize_into(&mut rows)?;
-        files.push((ROWS_FILE.to_owned(), rows));
-        files.push((LINKS_FILE.to_owned(), self.links.encode()?));
-        bundle::write(&files)
+        let (files, docs) = tantivy_files(&self.ram, &self.index)?;
+        // One source: the part's own rows.
+        let own = Source {
+            docs: 0..docs,
+            keys: 0,
+            rows: SourceRows::Own,
+        };
+        write_bundle(files, &self.rows, &self.links, &[own])
     }
+
+    /// A bundle of an index without documents, for the given rows.
+    pub(crate) fn empty(rows: &RoaringBitmap, links: &Links, sources: &[Source]) -> Result<Vec<u8>, TextError> {
+        let mut b = PartTextIndexBuilder::new()?;
+        b.writer.commit()?;
+        b.writer.wait_merging_threads()?;
+        let (files, _) = tantivy_files(&b.ram, &b.index)?;
+        write_bundle(files, rows, links, sources)
+    }
+}
+
+/// Named files, for a bundle.
+pub(crate) type Files = Vec<(String, Vec<u8>)>;
+
+/// The files of a tantivy index held in `ram`, and its documents.
+pub(crate) fn tantivy_files(ram: &RamDirectory, index: &Index) -> Result<(Files, u32), TextError> {
+    let metas = index.load_metas()?;
+    let docs = metas.segments.iter().map(|s| u64::from(s.max_doc())).sum::<u64>();
+    let docs = u32::try_from(docs).map_err(|_| TextError::TooLarge("documents"))?;
+    let mut files = Vec::new();
+    let meta = ram
+        .atomic_read(Path::new(META_FILE))
+        .map_err(tantivy::TantivyError::from)?;
+    files.push((META_FILE.to_owned(), meta));
+    let mut paths: Vec<_> = metas.list_segment_files().into_iter().collect();
+    paths.sort();
+    for path in paths {
+        // Candidates include components a segment may not have.
+        if !ram.exists(&path).map_err(tantivy::TantivyError::from)? {
+            continue;
+        }
+        let bytes = ram
+            .open_read(&path)
+            .map_err(tantivy::TantivyError::from)?
+            .read_bytes()?;
+        let name = path
+            .to_str()
+            .ok_or_else(|| TextError::Corrupt(format!("tantivy file {path:?}")))?;
+        files.push((name.to_owned(), bytes.as_slice().to_vec()));
+    }
+    Ok((files, docs))
+}
+
+/// Lays out a bundle: tantivy's files, the row set, the links, the sources.
+pub(crate) fn write_bundle(
+    mut files: Files,
+    rows: &RoaringBitmap,
+    links: &Links,
+    sources: &[Source],
+) -> Result<Vec<u8>, TextError> {
+    let mut set = Vec::with_capacity(rows.serialized_size());
+    rows.serialize_into(&mut set)?;
+    files.push((ROWS_FILE.to_owned(), set));
+    files.push((LINKS_FILE.to_owned(), links.encode()?));
+    files.push((SOURCES_FILE.to_owned(), sources::encode(sources)?));
+    bundle::write(&files)
 }
 
 /// Keeps the caller's bytes alive for tantivy, which borrows them for as
@@ -344,18 +370,23 @@ impl<B: AsRef<[u8]> + ?Sized> Deref for Holder<B> {
 // the `Holder` moves, and nothing can mutate `B` through a shared `Arc`.
 unsafe impl<B: AsRef<[u8]> + ?Sized> StableDeref for Holder<B> {}
 
-struct Segment {
+pub(crate) struct Segment {
     inverted: [Arc<InvertedIndexReader>; 4],
-    rows: Arc<dyn ColumnValues<u64>>,
-    max_doc: u32,
+    pub(crate) rows: Arc<dyn ColumnValues<u64>>,
+    pub(crate) max_doc: u32,
+    /// The number of its first document across the index's segments.
+    base: u32,
 }
 
 /// A part's text index, opened over its bundle's bytes (in memory or mapped).
 pub struct PartTextIndex {
     text: [TantivyField; 4],
-    segments: Vec<Segment>,
-    rows: RoaringBitmap,
-    links: Links,
+    /// For merging into another part's index.
+    pub(crate) index: Index,
+    pub(crate) segments: Vec<Segment>,
+    pub(crate) rows: RoaringBitmap,
+    pub(crate) links: Links,
+    pub(crate) sources: Vec<Source>,
     bytes: usize,
 }
 
@@ -363,6 +394,7 @@ impl std::fmt::Debug for PartTextIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PartTextIndex")
             .field("segments", &self.segments.len())
+            .field("sources", &self.sources.len())
             .field("rows", &self.rows.len())
             .field("bytes", &self.bytes)
             .finish()
@@ -396,10 +428,12 @@ impl PartTextIndex {
             .remove(LINKS_FILE)
             .ok_or_else(|| TextError::Corrupt("no shared text links".into()))?;
         let links = Links::decode(links.as_slice())?;
+        let sources = files.remove(SOURCES_FILE);
         let index = Index::open(BundleDirectory::new(files))?;
         let schema = index.schema();
         let fields = schema_fields(&schema)?;
         let mut segments = Vec::new();
+        let mut docs: u32 = 0;
         for segment in index.searchable_segments()? {
             let reader = SegmentReader::open(&segment)?;
             let mut inverted = Vec::with_capacity(4);
@@ -414,17 +448,33 @@ impl PartTextIndex {
             if column.get_cardinality() != Cardinality::Full {
                 return Err(TextError::Corrupt("a document without a row number".into()));
             }
+            let max_doc = reader.max_doc();
             segments.push(Segment {
                 inverted,
                 rows: column.values,
-                max_doc: reader.max_doc(),
+                max_doc,
+                base: docs,
             });
+            docs = docs
+                .checked_add(max_doc)
+                .ok_or_else(|| TextError::Corrupt("too many documents".into()))?;
         }
+        let sources = match sources {
+            Some(bytes) => sources::decode(bytes.as_slice(), docs, links.len())?,
+            // Version 2: every document is the part's own.
+            None => vec![Source {
+                docs: 0..docs,
+                keys: 0,
+                rows: SourceRows::Own,
+            }],
+        };
         Ok(PartTextIndex {
             text: fields.text,
+            index,
             segments,
             rows,
             links,
+            sources,
             bytes,
         })
     }
@@ -443,7 +493,21 @@ impl PartTextIndex {
     /// Estimated heap bytes held beside the bundle's bytes: the row set, the
     /// shared-text links and tantivy's per-segment readers.
     pub fn memory_bytes(&self) -> usize {
-        self.rows.serialized_size() + self.links.memory_bytes() + self.segments.len() * 4096
+        let sources: usize = self
+            .sources
+            .iter()
+            .map(|s| match &s.rows {
+                SourceRows::Own => 32,
+                SourceRows::Carried { out, starts } => 32 + out.serialized_size() + 4 * starts.len(),
+            })
+            .sum();
+        self.rows.serialized_size() + self.links.memory_bytes() + self.segments.len() * 4096 + sources
+    }
+
+    /// How many indexes this one was merged from (1 for one built from
+    /// rows): each flushed part's index is a source, and merges keep them.
+    pub fn sources(&self) -> usize {
+        self.sources.len()
     }
 
     /// Size of the bundle in bytes.
@@ -462,6 +526,7 @@ impl PartTextIndex {
     ) -> Result<(), TextError> {
         let mut postings = inverted.read_block_postings_from_terminfo(info, IndexRecordOption::Basic)?;
         let mut numbers = Vec::new();
+        let mut source = 0;
         loop {
             let docs = postings.docs();
             if docs.is_empty() {
@@ -472,14 +537,17 @@ impl PartTextIndex {
             }
             numbers.resize(docs.len(), 0);
             seg.rows.get_vals(docs, &mut numbers);
-            for &n in &numbers {
+            for (&doc, &n) in docs.iter().zip(&numbers) {
+                let doc = seg.base + doc;
+                source = sources::source_of(&self.sources, doc, source)
+                    .ok_or_else(|| TextError::Corrupt(format!("document {doc} has no source")))?;
+                let number =
+                    u32::try_from(n & !SHARED).map_err(|_| TextError::Corrupt(format!("document number {n}")))?;
                 if n & SHARED == 0 {
-                    found.rows.push(n as u32);
+                    found.blocks[source].push(number);
                 } else {
-                    let key = n & !SHARED;
-                    found
-                        .keys
-                        .push(u32::try_from(key).map_err(|_| TextError::Corrupt(format!("document number {n}")))?);
+                    // A key past the links links nothing.
+                    found.keys.push(number.saturating_add(self.sources[source].keys));
                 }
             }
             postings.advance();
@@ -487,35 +555,38 @@ impl PartTextIndex {
     }
 }
 
-/// Document numbers collected from postings: rows, and keys of shared
-/// texts (standing for the rows linked to them).
-#[derive(Default)]
+/// Document numbers collected from postings: blocks, per source, and keys
+/// of shared texts (standing for the rows linked to them).
 struct Found {
-    rows: Vec<u32>,
+    blocks: Vec<Vec<u32>>,
     keys: Vec<u32>,
 }
 
 impl Found {
+    fn new(sources: usize) -> Found {
+        Found {
+            blocks: vec![Vec::new(); sources],
+            keys: Vec::new(),
+        }
+    }
+
     /// The rows found: every row of each block (that the part holds), and
     /// those linked to each shared text.
-    fn into_rows(self, universe: &RoaringBitmap, links: &Links) -> RoaringBitmap {
+    fn into_rows(self, ix: &PartTextIndex) -> RoaringBitmap {
         let mut rows = RoaringBitmap::new();
-        let mut last = None;
-        let mut blocks = self.rows;
-        if !blocks.is_sorted() {
-            blocks.sort_unstable();
-        }
-        for b in blocks {
-            if last == Some(b) {
+        for (source, mut blocks) in ix.sources.iter().zip(self.blocks) {
+            if blocks.is_empty() {
                 continue;
             }
-            last = Some(b);
-            let start = b.saturating_mul(BLOCK_ROWS);
-            rows.insert_range(start..start.saturating_add(BLOCK_ROWS));
+            if !blocks.is_sorted() {
+                blocks.sort_unstable();
+            }
+            blocks.dedup();
+            source.block_rows(&blocks, &mut rows);
         }
-        rows &= universe;
+        rows &= &ix.rows;
         if !self.keys.is_empty() {
-            rows |= links.rows_of(self.keys);
+            rows |= ix.links.rows_of(self.keys);
         }
         rows
     }
@@ -527,7 +598,7 @@ impl Found {
 /// tried over a whole bundle), so a panic there is a damaged index, not a
 /// crash of the process. Its readers are immutable, so nothing is left half
 /// updated.
-fn guarded<T>(f: impl FnOnce() -> Result<T, TextError>) -> Result<T, TextError> {
+pub(crate) fn guarded<T>(f: impl FnOnce() -> Result<T, TextError>) -> Result<T, TextError> {
     match std::panic::catch_unwind(AssertUnwindSafe(f)) {
         Ok(result) => result,
         Err(_) => Err(TextError::Corrupt(
@@ -561,18 +632,18 @@ impl TermSource for PartTextIndex {
 
     fn term(&self, field: Field, term: &str) -> Result<Cow<'_, RoaringBitmap>, TextError> {
         let t = Term::from_field_text(self.text[field.index()], term);
-        let mut found = Found::default();
+        let mut found = Found::new(self.sources.len());
         for seg in &self.segments {
             let inverted = &seg.inverted[field.index()];
             if let Some(info) = inverted.get_term_info(&t)? {
                 self.collect(seg, inverted, &info, &mut found)?;
             }
         }
-        Ok(Cow::Owned(found.into_rows(&self.rows, &self.links)))
+        Ok(Cow::Owned(found.into_rows(self)))
     }
 
     fn prefix(&self, field: Field, prefix: &str) -> Result<RoaringBitmap, TextError> {
-        let mut found = Found::default();
+        let mut found = Found::new(self.sources.len());
         for seg in &self.segments {
             let inverted = &seg.inverted[field.index()];
             let mut stream = inverted.terms().range().ge(prefix.as_bytes()).into_stream()?;
@@ -583,7 +654,7 @@ impl TermSource for PartTextIndex {
                 self.collect(seg, inverted, stream.value(), &mut found)?;
             }
         }
-        Ok(found.into_rows(&self.rows, &self.links))
+        Ok(found.into_rows(self))
     }
 
     fn universe(&self) -> &RoaringBitmap {
@@ -599,6 +670,31 @@ impl TermSource for PartTextIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A version 2 bundle (no sources) reads as one source of the part's
+    /// own rows, with the same answers.
+    #[test]
+    fn a_version_2_bundle_still_opens() {
+        let mut b = PartTextIndexBuilder::new().unwrap();
+        for row in 0..100u32 {
+            b.add(row, &[(Field::Body, &format!("row{row} common"))]).unwrap();
+        }
+        let bytes = b.finish().unwrap();
+        let files = bundle::read(&OwnedBytes::new(bytes.clone())).unwrap();
+        let mut old: Vec<(String, Vec<u8>)> = files
+            .into_iter()
+            .filter(|(name, _)| name != SOURCES_FILE)
+            .map(|(name, b)| (name, b.as_slice().to_vec()))
+            .collect();
+        old.sort();
+        let old = PartTextIndex::open(bundle::write_version(&old, 2).unwrap()).unwrap();
+        let new = PartTextIndex::open(bytes).unwrap();
+        assert_eq!(old.sources(), 1);
+        for q in ["row7", "row99", "common", "nothing"] {
+            let q = Query::parse(q).unwrap();
+            assert_eq!(old.search(&q).unwrap(), new.search(&q).unwrap());
+        }
+    }
 
     /// The vocabulary starting over (here every few terms) never loses a
     /// term of a block being gathered, shared texts arriving mid-block

@@ -41,11 +41,19 @@ pub(crate) fn pieces(text: &str) -> impl Iterator<Item = &str> {
         }
         let mut hash: u64 = 0;
         let mut end = bytes.len();
-        for (i, &b) in bytes.iter().enumerate().skip(start) {
+        // The hash shifts a byte out after 64 more: at the first byte that
+        // may end a piece it depends only on the 64 bytes before, so the
+        // bytes before those need no hashing (the cuts are the same).
+        let first_end = start + MIN_PIECE - 1;
+        let warm = first_end.saturating_sub(64).max(start);
+        for &b in bytes.get(warm..first_end).unwrap_or_default() {
+            hash = (hash << 1).wrapping_add(GEAR[b as usize]);
+        }
+        for (i, &b) in bytes.iter().enumerate().skip(first_end) {
             hash = (hash << 1).wrapping_add(GEAR[b as usize]);
             // An ASCII byte is a whole character: cutting after it keeps
             // both sides valid UTF-8.
-            if b.is_ascii_whitespace() && i + 1 - start >= MIN_PIECE && hash & MASK == 0 {
+            if b.is_ascii_whitespace() && hash & MASK == 0 {
                 end = i + 1;
                 break;
             }
@@ -59,6 +67,38 @@ pub(crate) fn pieces(text: &str) -> impl Iterator<Item = &str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The cuts of the plain definition: hash every byte of a piece.
+    fn reference(text: &str) -> Vec<&str> {
+        let bytes = text.as_bytes();
+        let (mut out, mut start) = (Vec::new(), 0);
+        while start < bytes.len() {
+            let (mut hash, mut end) = (0u64, bytes.len());
+            for (i, &b) in bytes.iter().enumerate().skip(start) {
+                hash = (hash << 1).wrapping_add(GEAR[b as usize]);
+                if b.is_ascii_whitespace() && i + 1 - start >= MIN_PIECE && hash & MASK == 0 {
+                    end = i + 1;
+                    break;
+                }
+            }
+            out.push(&text[start..end]);
+            start = end;
+        }
+        out
+    }
+
+    #[test]
+    fn skipping_the_start_of_a_piece_cuts_the_same() {
+        let mut text = String::new();
+        for i in 0..5000u64 {
+            let w = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
+            text.push_str(&"xy".repeat(w as usize % 7 + 1));
+            text.push(if w % 5 == 0 { '\n' } else { ' ' });
+        }
+        for t in [&text[..], &text[..100], "", "a b", &text[3..]] {
+            assert_eq!(pieces(t).collect::<Vec<_>>(), reference(t));
+        }
+    }
 
     #[test]
     fn pieces_cover_the_text_and_resync_after_a_prefix() {

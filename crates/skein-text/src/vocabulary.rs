@@ -24,9 +24,52 @@ use crate::tokenize::tokenize;
 pub(crate) struct Vocabulary {
     ids: HashMap<Box<str>, u32, FxBuildHasher>,
     terms: Vec<Box<str>>,
-    chunks: HashMap<Box<str>, Box<[u32]>, FxBuildHasher>,
-    pieces: HashMap<Box<str>, Box<[u32]>, FxBuildHasher>,
+    chunks: Memo,
+    pieces: Memo,
     piece_bytes: usize,
+    /// Per term id, the last [`dedup`](Self::dedup) that saw it: dedup
+    /// without sorting (sorting the ids of every block and piece was a
+    /// tenth of a flush).
+    seen: Vec<u32>,
+    stamp: u32,
+}
+
+/// Text → the ids of its terms, for text seen lately. Keyed by the xxh3 of
+/// the text, so the text is hashed once per lookup (a piece is hundreds of
+/// bytes; a get then an insert hashed it twice with a slower hash), with
+/// the text itself kept to compare: two texts with one hash only make the
+/// newer one replace the older, never a wrong answer.
+#[derive(Debug, Default, Clone)]
+struct Memo {
+    map: HashMap<u64, Memoized, FxBuildHasher>,
+}
+
+/// A text and the ids of its terms.
+type Memoized = (Box<str>, Box<[u32]>);
+
+impl Memo {
+    fn hash(text: &str) -> u64 {
+        xxhash_rust::xxh3::xxh3_64(text.as_bytes())
+    }
+
+    fn get(&self, hash: u64, text: &str) -> Option<&[u32]> {
+        match self.map.get(&hash) {
+            Some((seen, ids)) if **seen == *text => Some(ids),
+            _ => None,
+        }
+    }
+
+    fn insert(&mut self, hash: u64, text: &str, ids: Box<[u32]>) {
+        self.map.insert(hash, (text.into(), ids));
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    fn clear(&mut self) {
+        self.map.clear();
+    }
 }
 
 /// Bytes of pieces remembered before that memo starts over.
@@ -40,30 +83,32 @@ pub(crate) const VOCABULARY_TERMS: usize = 1 << 20;
 const CHUNKS: usize = 1 << 16;
 
 impl Vocabulary {
-    /// The ids of `chunk`'s terms.
-    pub(crate) fn chunk(&mut self, chunk: &str) -> &[u32] {
-        if !self.chunks.contains_key(chunk) {
-            if self.chunks.len() >= CHUNKS {
-                self.chunks.clear();
-            }
-            let mut ids = Vec::new();
-            for token in tokenize(chunk) {
-                for term in token.terms() {
-                    let id = match self.ids.get(term) {
-                        Some(&id) => id,
-                        None => {
-                            let id = self.terms.len() as u32;
-                            self.ids.insert(term.into(), id);
-                            self.terms.push(term.into());
-                            id
-                        }
-                    };
-                    ids.push(id);
-                }
-            }
-            self.chunks.insert(chunk.into(), ids.into());
+    /// Appends the ids of `chunk`'s terms to `out` (repeats included).
+    fn chunk(&mut self, chunk: &str, out: &mut Vec<u32>) {
+        let hash = Memo::hash(chunk);
+        if let Some(ids) = self.chunks.get(hash, chunk) {
+            out.extend_from_slice(ids);
+            return;
         }
-        self.chunks.get(chunk).map(|ids| &ids[..]).unwrap_or_default()
+        if self.chunks.len() >= CHUNKS {
+            self.chunks.clear();
+        }
+        let start = out.len();
+        for token in tokenize(chunk) {
+            for term in token.terms() {
+                let id = match self.ids.get(term) {
+                    Some(&id) => id,
+                    None => {
+                        let id = self.terms.len() as u32;
+                        self.ids.insert(term.into(), id);
+                        self.terms.push(term.into());
+                        id
+                    }
+                };
+                out.push(id);
+            }
+        }
+        self.chunks.insert(hash, chunk, out[start..].into());
     }
 
     /// Appends the ids of `text`'s terms to `out` (repeats included).
@@ -71,28 +116,58 @@ impl Vocabulary {
         for piece in crate::pieces::pieces(text) {
             if piece.len() < crate::pieces::MIN_PIECE {
                 for chunk in piece.split_ascii_whitespace() {
-                    out.extend_from_slice(self.chunk(chunk));
+                    self.chunk(chunk, out);
                 }
                 continue;
             }
-            if let Some(ids) = self.pieces.get(piece) {
+            let hash = Memo::hash(piece);
+            if let Some(ids) = self.pieces.get(hash, piece) {
                 out.extend_from_slice(ids);
                 continue;
             }
             let start = out.len();
             for chunk in piece.split_ascii_whitespace() {
-                out.extend_from_slice(self.chunk(chunk));
+                self.chunk(chunk, out);
             }
-            let mut ids = out[start..].to_vec();
-            ids.sort_unstable();
-            ids.dedup();
+            self.dedup_from(out, start);
+            let ids: Box<[u32]> = out[start..].into();
             if self.piece_bytes + piece.len() > PIECE_BYTES {
                 self.pieces.clear();
                 self.piece_bytes = 0;
             }
             self.piece_bytes += piece.len() + 4 * ids.len();
-            self.pieces.insert(piece.into(), ids.into());
+            self.pieces.insert(hash, piece, ids);
         }
+    }
+
+    /// Drops repeated ids from `ids`, keeping first occurrences in order.
+    pub(crate) fn dedup(&mut self, ids: &mut Vec<u32>) {
+        self.dedup_from(ids, 0);
+    }
+
+    /// [`dedup`](Self::dedup) of `ids[start..]`.
+    fn dedup_from(&mut self, ids: &mut Vec<u32>, start: usize) {
+        if self.seen.len() < self.terms.len() {
+            self.seen.resize(self.terms.len(), 0);
+        }
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            self.seen.fill(0);
+            self.stamp = 1;
+        }
+        let (seen, stamp) = (&mut self.seen, self.stamp);
+        let mut kept = start;
+        for i in start..ids.len() {
+            let id = ids[i];
+            // Every id is one of this vocabulary's terms.
+            let Some(s) = seen.get_mut(id as usize) else { continue };
+            if *s != stamp {
+                *s = stamp;
+                ids[kept] = id;
+                kept += 1;
+            }
+        }
+        ids.truncate(kept);
     }
 
     pub(crate) fn term(&self, id: u32) -> &str {
@@ -119,6 +194,37 @@ impl Vocabulary {
     pub(crate) fn trim(&mut self, limit: usize) {
         if self.terms.len() >= limit {
             *self = Vocabulary::default();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dedup_keeps_first_occurrences_and_memos_agree() {
+        let mut v = Vocabulary::default();
+        let text = format!("{} tail words tail", "alpha beta gamma alpha ".repeat(20));
+        let mut first = Vec::new();
+        v.text(&text, &mut first);
+        let mut again = Vec::new();
+        v.text(&text, &mut again);
+        let distinct = |ids: &[u32]| ids.iter().copied().collect::<std::collections::BTreeSet<_>>();
+        assert_eq!(distinct(&first), distinct(&again), "the memo gives the same terms");
+        v.dedup(&mut first);
+        let mut sorted = first.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(first.len(), sorted.len());
+        assert_eq!(distinct(&first), distinct(&again));
+        let words: Vec<&str> = first.iter().map(|&id| v.term(id)).collect();
+        assert_eq!(&words[..3], &["alpha", "beta", "gamma"]);
+        // Many dedups in a row never confuse one call's marks with another's.
+        for _ in 0..1000 {
+            let mut ids = again.clone();
+            v.dedup(&mut ids);
+            assert_eq!(ids.len(), sorted.len());
         }
     }
 }

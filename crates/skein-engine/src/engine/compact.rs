@@ -28,6 +28,7 @@ use super::tier::Stored;
 use crate::error::Result;
 use crate::part::{self, Part, PartMeta, PartWriter};
 use crate::record::{RecordKey, Signal};
+use skein_text::{PartTextIndex, RowMap};
 
 #[derive(Debug, Clone)]
 pub struct CompactionOptions {
@@ -149,12 +150,27 @@ impl Inner {
             HashSet::new()
         };
         let mut writer = PartWriter::<R>::new(self.store.clone(), meta, &self.opts.writer)?;
-        if self.opts.full_text {
+        // The inputs' text indexes are merged when every input has one;
+        // otherwise (full text turned on later, a damaged or missing file)
+        // the output's is built from its rows, which heals it.
+        let texts: Option<Vec<&PartTextIndex>> = inputs.iter().map(|p| p.text_index()).collect();
+        let texts = texts.filter(|_| self.opts.full_text);
+        if self.opts.full_text && texts.is_none() {
             // Every payload a part references is in a pack (flush writes the
             // pack first), and garbage collection runs between merges.
             writer = writer.with_text_index(Some(self.payload_text(Vec::new())));
+            self.text_index_rebuilds.fetch_add(1, Ordering::Relaxed);
         }
-        merge_into(inputs, &shadowed, &mut writer)?;
+        let maps = merge_into(inputs, &shadowed, &mut writer)?;
+        if let Some(texts) = texts {
+            let pairs: Vec<(&PartTextIndex, &RowMap)> = texts.into_iter().zip(&maps).collect();
+            // Written before the part is committed, like a built index (see
+            // `PartWriter::finish`): a crash leaves at worst a file that
+            // recovery removes with the uncommitted part.
+            writer
+                .set_text_bundle(PartTextIndex::merge(&pairs).map_err(|e| format!("merging the inputs' indexes: {e}")));
+            self.text_index_merges.fetch_add(1, Ordering::Relaxed);
+        }
         let output = Arc::new(writer.finish()?.with_page_cache(Some(self.page_cache.clone())));
         let ids: HashSet<u64> = inputs.iter().map(|p| p.meta.id).collect();
         {
@@ -207,7 +223,14 @@ impl<R: Stored> Input<R> {
     }
 }
 
-fn merge_into<R: Stored>(inputs: &[Arc<Part>], shadowed: &HashSet<(usize, u32)>, w: &mut PartWriter<R>) -> Result<()> {
+/// Merges `inputs` into `w`, and returns what became of each input's rows
+/// (for merging their text indexes).
+fn merge_into<R: Stored>(
+    inputs: &[Arc<Part>],
+    shadowed: &HashSet<(usize, u32)>,
+    w: &mut PartWriter<R>,
+) -> Result<Vec<RowMap>> {
+    let mut maps = vec![RowMap::new(); inputs.len()];
     let mut ins: Vec<Input<R>> = Vec::with_capacity(inputs.len());
     for p in inputs {
         ins.push(Input {
@@ -236,9 +259,14 @@ fn merge_into<R: Stored>(inputs: &[Arc<Part>], shadowed: &HashSet<(usize, u32)>,
             continue;
         }
         last = Some((time, key));
+        // Each input's rows leave in order, and the output's grow by one:
+        // the map is monotonic, as a row map must be.
+        maps[i]
+            .keep(row, w.rows())
+            .map_err(|e| crate::error::Error::Other(e.to_string()))?;
         w.push(Arc::new(r))?;
     }
-    Ok(())
+    Ok(maps)
 }
 
 /// Rows of older inputs whose span also exists in a newer input.

@@ -122,6 +122,8 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
         last_ingest: Mutex::new(Instant::now()),
         flushes: AtomicU64::new(0),
         compactions: AtomicU64::new(0),
+        text_index_merges: AtomicU64::new(0),
+        text_index_rebuilds: AtomicU64::new(0),
         compaction_nanos: AtomicU64::new(0),
         faults: Default::default(),
         shadow_cache: Default::default(),

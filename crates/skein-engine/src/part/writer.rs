@@ -182,6 +182,9 @@ pub struct PartWriter<R: Columnar> {
     zstd_level: i32,
     /// The full-text index being built, when the part gets one.
     text: Option<PartTextBuilder>,
+    /// The full-text index made by the caller (a compaction merges its
+    /// inputs' indexes), as the bytes of its file.
+    given_text: Option<Vec<u8>>,
     /// Why the full-text index was given up (the part is written without
     /// one: text queries then scan it).
     text_failed: Option<String>,
@@ -216,6 +219,7 @@ impl<R: Columnar> PartWriter<R> {
             last: None,
             zstd_level: opts.zstd_level,
             text: None,
+            given_text: None,
             text_failed: None,
         })
     }
@@ -228,6 +232,19 @@ impl<R: Columnar> PartWriter<R> {
             Err(e) => self.text_failed = Some(e.to_string()),
         }
         self
+    }
+
+    /// Uses `bundle` as the part's full-text index, or writes the part
+    /// without one when it could not be made (`Err`, why: text queries then
+    /// scan the part). The caller vouches that it indexes exactly the rows
+    /// pushed; it is written, like a built one, before the part is
+    /// committed.
+    pub fn set_text_bundle(&mut self, bundle: std::result::Result<Vec<u8>, String>) {
+        self.text = None;
+        match bundle {
+            Ok(bytes) => self.given_text = Some(bytes),
+            Err(why) => self.text_failed = Some(why),
+        }
     }
 
     pub fn push(&mut self, r: Arc<R>) -> Result<()> {
@@ -328,11 +345,13 @@ impl<R: Columnar> PartWriter<R> {
         };
         let encoded = super::index::encode(&index, self.zstd_level)?;
         self.store.put(&index_name(R::SIGNAL, self.meta.id), &encoded)?;
-        if let Some(text) = self.text.take() {
-            match text.finish() {
-                Ok(bytes) => self.store.put(&text_name(R::SIGNAL, self.meta.id), &bytes)?,
-                Err(e) => self.text_failed = Some(e.to_string()),
-            }
+        let text = match (self.given_text.take(), self.text.take()) {
+            (Some(bytes), _) => Some(bytes),
+            (None, Some(text)) => text.finish().map_err(|e| self.text_failed = Some(e.to_string())).ok(),
+            (None, None) => None,
+        };
+        if let Some(bytes) = text {
+            self.store.put(&text_name(R::SIGNAL, self.meta.id), &bytes)?;
         }
         if let Some(why) = &self.text_failed {
             tracing::warn!(
