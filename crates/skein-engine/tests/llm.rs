@@ -250,7 +250,7 @@ fn close(a: f64, b: f64) -> bool {
 
 fn check(engine: &Engine, sent: &BTreeMap<(u128, [u8; 8]), Span>) {
     let pricing = Pricing::built_in();
-    let (usage, _) = engine.llm_usage(Window::ALL, UsageGroupBy::Model).unwrap();
+    let (usage, _) = engine.llm_usage(Window::ALL, UsageGroupBy::Model, false).unwrap();
     let want = naive_usage(sent, &pricing);
     let got: ByModel = usage
         .groups

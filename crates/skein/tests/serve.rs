@@ -589,6 +589,16 @@ fn every_api_route_answers_its_documented_shape() {
     let unknown = serde_json::json!({"trace_id": "0000000000000000000000000000abcd", "name": "x", "value": true});
     assert_eq!(post(unknown.clone(), "").status(), 404);
     assert_eq!(post(unknown, "?allow_unknown_trace=true").status(), 200);
+    // Scores aggregate in usage: the score of the LLM span's trace, not the
+    // one of a trace without calls.
+    let v = s.get_json("/api/v1/llm/usage?group_by=service&include=scores");
+    assert_eq!(
+        v["groups"][0]["scores"]["helpful"],
+        serde_json::json!({"mean": 0.9, "count": 1}),
+        "{v}"
+    );
+    assert_eq!(v["totals"]["scores"]["helpful"]["count"], 1);
+    assert!(v["totals"]["scores"].get("x").is_none(), "{v}");
     // `limit` caps a whole export (not a page); past 10,000 too.
     for (limit, lines) in [("1", 2), ("20000", 3)] {
         let text = http

@@ -441,13 +441,26 @@ impl Engine {
     }
 
     /// LLM calls in `w`: tokens, cost and latency by `group_by`.
-    pub fn llm_usage(&self, w: Window, group_by: llm::UsageGroupBy) -> Result<(llm::Usage, Explain)> {
+    /// With `include_scores`, each group carries the mean of its traces'
+    /// numeric scores per score name.
+    pub fn llm_usage(
+        &self,
+        w: Window,
+        group_by: llm::UsageGroupBy,
+        include_scores: bool,
+    ) -> Result<(llm::Usage, Explain)> {
+        let scores = if include_scores {
+            Some(self.scores(None, None, None, Window::ALL, usize::MAX)?)
+        } else {
+            None
+        };
         let mut ex = Explain::new(Signal::Spans);
         let r = llm::usage(
             &self.state().sources::<Span>(),
             w,
             group_by,
             &self.inner.opts.pricing,
+            scores.as_deref(),
             &self.inner.shadow_cache,
             &mut ex,
         )?;
@@ -503,6 +516,7 @@ impl Engine {
         trace_id: Option<TraceId>,
         session_id: Option<&str>,
         name: Option<&str>,
+        window: Window,
         limit: usize,
     ) -> Result<Vec<skein_model::genai::score::Score>> {
         use skein_model::genai::score::{EVENT_NAME, NAME_KEY, SESSION_KEY, Score};
@@ -520,6 +534,7 @@ impl Engine {
         let mut q = LogQuery {
             trace_id,
             attributes,
+            window,
             limit: limit.clamp(1, 1000),
             ..Default::default()
         };

@@ -392,6 +392,16 @@ pub struct UsageFigures {
     pub latency_p50_ns: u64,
     pub latency_p95_ns: u64,
     pub ttft_p50_ns: Option<u64>,
+    /// With `include=scores`: per score name, the mean of the numeric
+    /// scores (true = 1, false = 0) of the traces whose calls these are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scores: Option<BTreeMap<String, ScoreMean>>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ScoreMean {
+    pub mean: f64,
+    pub count: u64,
 }
 
 #[derive(Default)]
@@ -403,9 +413,21 @@ struct UsageAcc {
     unpriced: u64,
     latency: Sketch,
     ttft: Sketch,
+    /// Per score name: sum and count.
+    scores: Option<BTreeMap<String, (f64, u64)>>,
 }
 
 impl UsageAcc {
+    fn add_score(&mut self, name: &str, value: f64) {
+        let e = self
+            .scores
+            .get_or_insert_with(BTreeMap::new)
+            .entry(name.to_string())
+            .or_default();
+        e.0 += value;
+        e.1 += 1;
+    }
+
     fn add(&mut self, r: &CallRow<'_>, cost: Option<f64>) {
         self.calls += 1;
         self.errors += r.error as u64;
@@ -444,6 +466,19 @@ impl UsageAcc {
             latency_p50_ns: self.latency.quantile(0.5),
             latency_p95_ns: self.latency.quantile(0.95),
             ttft_p50_ns: (self.ttft.count() > 0).then(|| self.ttft.quantile(0.5)),
+            scores: self.scores.as_ref().map(|m| {
+                m.iter()
+                    .map(|(k, (sum, n))| {
+                        (
+                            k.clone(),
+                            ScoreMean {
+                                mean: sum / *n as f64,
+                                count: *n,
+                            },
+                        )
+                    })
+                    .collect()
+            }),
         }
     }
 }
@@ -457,26 +492,66 @@ pub struct Usage {
 }
 
 /// Model calls in `w`, grouped, most expensive group first (days in order).
+/// With `scores`, each group also gets the mean of the numeric scores of
+/// the traces its calls belong to (a trace's score counts once per group).
 pub fn usage(
     sources: &[Source<Span>],
     w: Window,
     group_by: UsageGroupBy,
     pricing: &Pricing,
+    scores: Option<&[skein_model::genai::score::Score]>,
     cache: &ShadowCache,
     explain: &mut Explain,
 ) -> Result<Usage> {
     let mut memo = PriceMemo::new(pricing);
     let mut groups: BTreeMap<Option<String>, UsageAcc> = BTreeMap::new();
     let mut totals = UsageAcc::default();
+    // The groups of each trace's calls, when scores are asked for.
+    let mut trace_groups: FastMap<u128, Vec<Option<String>>> = FastMap::default();
     visit_calls(sources, w, cache, explain, &mut |r| {
         if !r.is_llm() {
             return;
         }
         let cost = memo.cost(&r.cost_input(), r.time);
         let usd = (cost.source != CostSource::Unpriced).then_some(cost.usd).flatten();
-        groups.entry(group_by.key(r)).or_default().add(r, usd);
+        let key = group_by.key(r);
+        if scores.is_some() {
+            let keys = trace_groups.entry(r.trace_id).or_default();
+            if !keys.contains(&key) {
+                keys.push(key.clone());
+            }
+        }
+        groups.entry(key).or_default().add(r, usd);
         totals.add(r, usd);
     })?;
+    if let Some(scores) = scores {
+        totals.scores.get_or_insert_with(BTreeMap::new);
+        for g in groups.values_mut() {
+            g.scores.get_or_insert_with(BTreeMap::new);
+        }
+        for s in scores {
+            let value = match &s.value {
+                serde_json::Value::Number(n) => n.as_f64(),
+                serde_json::Value::Bool(b) => Some(*b as u8 as f64),
+                _ => None,
+            };
+            let (Some(value), Some(trace)) = (value, s.trace_id.as_deref()) else {
+                continue;
+            };
+            let Ok(trace) = skein_model::TraceId::from_hex(trace) else {
+                continue;
+            };
+            let Some(keys) = trace_groups.get(&trace.as_u128()) else {
+                continue;
+            };
+            totals.add_score(&s.name, value);
+            for k in keys {
+                if let Some(g) = groups.get_mut(k) {
+                    g.add_score(&s.name, value);
+                }
+            }
+        }
+    }
     let mut out: Vec<UsageGroup> = groups
         .into_iter()
         .map(|(key, acc)| UsageGroup {

@@ -18,10 +18,15 @@ pub async fn usage(State(app): State<Arc<App>>, axum::extract::Query(q): Q) -> A
     let by = p.get("group_by").unwrap_or_else(|| "model".into());
     let group_by = UsageGroupBy::parse(&by)
         .ok_or_else(|| ApiError::bad_param("group_by", &format!("must be {}", UsageGroupBy::NAMES)))?;
+    let include_scores = match p.get("include").as_deref() {
+        None | Some("") => false,
+        Some("scores") => true,
+        Some(_) => return Err(ApiError::bad_param("include", "must be scores")),
+    };
     let explain = p.flag("explain")?;
     p.finish()?;
     blocking(&app, "llm_usage", move |e| {
-        let (u, ex) = e.llm_usage(w, group_by)?;
+        let (u, ex) = e.llm_usage(w, group_by, include_scores)?;
         let mut v = serde_json::to_value(&u).map_err(|e| ApiError::internal(e.to_string()))?;
         v["window"] = window_json(w);
         Ok(with_explain(v, explain, &ex))

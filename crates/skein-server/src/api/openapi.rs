@@ -182,7 +182,8 @@ pub fn spec() -> Value {
                               "416": {"description": "The range lies past the end."}}}},
             "/api/v1/stats": {"get": op("Records, parts, payloads, bytes on disk, WAL bytes, memory, uptime, faults.", vec![], "{records, spans, logs, metric_points, parts, payloads, payload_bytes, payload_logical_bytes, bytes_on_disk, wal_bytes, faults, ...}")},
             "/api/v1/llm/usage": {"get": op("LLM calls grouped: calls, errors, tokens by kind, cost (reported, else derived from the price table; unpriced counted), latency and time-to-first-token percentiles.", {
-                let mut v = vec![param("group_by", "model (default), provider, service, session, agent, user or day.")];
+                let mut v = vec![param("group_by", "model (default), provider, service, session, agent, user or day."),
+                                 param("include", "scores: each group (and the totals) gets scores: {name: {mean, count}}, the numeric scores of its calls' traces.")];
                 v.extend(agg.clone());
                 v
             }, "{window, group_by, groups: [{key, calls, errors, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, cost_usd, unpriced_calls, latency_p50_ns, latency_p95_ns, ttft_p50_ns}], totals}")},

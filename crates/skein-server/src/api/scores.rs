@@ -142,9 +142,10 @@ pub async fn list(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
     let session_id = p.get("session_id");
     let name = p.get("name");
     let limit = p.limit(1000, 10_000)?;
+    let w = super::handlers::window_param(&mut p, None)?;
     p.finish()?;
     blocking(&app, "scores", move |e| {
-        let scores = e.scores(trace_id, session_id.as_deref(), name.as_deref(), limit)?;
+        let scores = e.scores(trace_id, session_id.as_deref(), name.as_deref(), w, limit)?;
         Ok(json!({"scores": scores}))
     })
     .await

@@ -22,6 +22,9 @@ pub struct UsageArgs {
     /// Group by model, provider, service, session, agent, user or day.
     #[arg(long = "by", value_name = "DIMENSION", default_value = "model")]
     pub by: String,
+    /// Add each group's mean score per score name (`scores` in the JSON).
+    #[arg(long)]
+    pub scores: bool,
     #[command(flatten)]
     pub window: WindowArgs,
     #[command(flatten)]
@@ -172,6 +175,9 @@ pub fn llm(ctx: &Ctx, c: &LlmCommand) -> CliResult<Exit> {
 /// `skein llm usage --by model`: `/api/v1/llm/usage`. Exit 1 when no calls.
 fn usage(ctx: &Ctx, a: &UsageArgs) -> CliResult<Exit> {
     let mut p: Params = vec![("group_by".into(), a.by.clone())];
+    if a.scores {
+        p.push(("include".into(), "scores".into()));
+    }
     a.window.params(&mut p);
     params_with_explain(&mut p, a.explain.explain);
     let v = ctx
