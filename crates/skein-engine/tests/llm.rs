@@ -378,3 +378,41 @@ fn unknown_session_is_none() {
     assert!(engine.session("nope", Window::ALL).unwrap().is_none());
     assert!(engine.sessions(Window::ALL, 10, Some("garbage")).is_err());
 }
+
+#[test]
+fn evaluation_events_in_spans_are_scores_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(options(dir.path())).unwrap();
+    let mut span = span_of(&Gen {
+        trace: 1,
+        n: 0,
+        convention: 0,
+        model: 0,
+        tokens: 10,
+        session: 1,
+        flags: 0,
+    });
+    span.events.push(skein_model::Event {
+        time_unix_nano: span.start_time_unix_nano + 5,
+        name: "gen_ai.evaluation.result".into(),
+        attributes: vec![
+            kv("gen_ai.evaluation.name", "relevance"),
+            kv("gen_ai.evaluation.score.value", 0.75),
+        ],
+        ..Default::default()
+    });
+    // Sent twice (a retry), with a flush and a compaction between.
+    engine.ingest_spans(vec![span.clone()]).unwrap();
+    engine.flush().unwrap();
+    engine.ingest_spans(vec![span.clone()]).unwrap();
+    engine.flush().unwrap();
+    engine.compact().unwrap();
+    let scores = engine.scores(None, None, Some("relevance"), Window::ALL, 10).unwrap();
+    assert_eq!(scores.len(), 1, "{scores:?}");
+    assert_eq!(scores[0].value, serde_json::json!(0.75));
+    assert_eq!(scores[0].trace_id, Some(span.trace_id.to_hex()));
+    assert_eq!(scores[0].span_id, Some(span.span_id.to_hex()));
+    let (usage, _) = engine.llm_usage(Window::ALL, UsageGroupBy::Model, true).unwrap();
+    let s = usage.totals.scores.as_ref().unwrap();
+    assert_eq!((s["relevance"].mean, s["relevance"].count), (0.75, 1));
+}

@@ -297,8 +297,15 @@ impl Engine {
         Ok(())
     }
 
+    /// Spans; their `gen_ai.evaluation.result` events are also stored as
+    /// scores (log records), acknowledged with the spans.
     pub fn ingest_spans(&self, spans: Vec<Span>) -> Result<IngestReport> {
-        self.inner.ingest(spans)
+        let scores = skein_model::genai::score::Score::records_of_span_events(&spans);
+        let report = self.inner.ingest(spans)?;
+        if !scores.is_empty() {
+            self.inner.ingest(scores)?;
+        }
+        Ok(report)
     }
 
     pub fn ingest_logs(&self, logs: Vec<LogRecord>) -> Result<IngestReport> {
@@ -508,8 +515,8 @@ impl Engine {
         )
     }
 
-    /// Scores (`gen_ai.evaluation.result` events, posted or sent as log
-    /// events; and, for one trace, those inside its spans), oldest first,
+    /// Scores (`gen_ai.evaluation.result` events: posted, sent as log
+    /// events, or inside spans, stored as records at ingest), oldest first,
     /// at most `limit`.
     pub fn scores(
         &self,
@@ -519,7 +526,7 @@ impl Engine {
         window: Window,
         limit: usize,
     ) -> Result<Vec<skein_model::genai::score::Score>> {
-        use skein_model::genai::score::{EVENT_NAME, NAME_KEY, SESSION_KEY, Score};
+        use skein_model::genai::score::{NAME_KEY, SESSION_KEY, Score};
         let mut attributes = vec![crate::query::AttrFilter {
             scope: crate::AttrScope::Record,
             key: NAME_KEY.into(),
@@ -552,29 +559,6 @@ impl Engine {
             match r.next_cursor {
                 Some(c) => q.cursor = Some(c),
                 None => break,
-            }
-        }
-        if let Some(t) = trace_id {
-            for span in self.get_trace(t)?.spans {
-                for e in &span.events {
-                    if e.name != EVENT_NAME {
-                        continue;
-                    }
-                    let Some(s) = Score::from_event(
-                        &e.name,
-                        &e.attributes,
-                        Some(span.trace_id),
-                        Some(span.span_id),
-                        e.time_unix_nano,
-                    ) else {
-                        continue;
-                    };
-                    let keep = name.is_none_or(|n| s.name == n)
-                        && session_id.is_none_or(|id| s.session_id.as_deref() == Some(id));
-                    if keep && out.len() < limit {
-                        out.push(s);
-                    }
-                }
             }
         }
         out.sort_by_key(|s| s.time_unix_nano);

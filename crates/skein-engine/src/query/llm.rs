@@ -815,7 +815,6 @@ pub fn session(
             }
         }
     }
-    turns.sort_by_key(|t| (t.span.start_time_unix_nano, t.span.span_id));
     let Some((summary, traces)) = acc
         .finish(Some(id), |t| span_counts.get(&t).copied().unwrap_or(0))
         .into_iter()
@@ -823,6 +822,11 @@ pub fn session(
     else {
         return Ok(None);
     };
+    // A trace found through a superseded copy of a span (re-sent without
+    // the session) is not the session's: its turns go too.
+    let ours: FastSet<u128> = traces.iter().copied().collect();
+    turns.retain(|t| ours.contains(&t.span.trace_id.as_u128()));
+    turns.sort_by_key(|t| (t.span.start_time_unix_nano, t.span.span_id));
     Ok(Some(SessionDetail {
         summary,
         traces: traces.into_iter().map(skein_model::TraceId::from_u128).collect(),

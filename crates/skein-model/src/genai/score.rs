@@ -127,6 +127,49 @@ impl Score {
         })
     }
 
+    /// The log records that store the `gen_ai.evaluation.result` events
+    /// inside `spans`, so that they are scores like posted ones. Each
+    /// record's id is derived from the event, so a re-sent span stores the
+    /// same record again (and deduplicates with it), not a second score.
+    pub fn records_of_span_events(spans: &[crate::Span]) -> Vec<LogRecord> {
+        let mut out = Vec::new();
+        for span in spans {
+            for e in span.events.iter().filter(|e| e.name == EVENT_NAME) {
+                let Some(s) = Score::from_event(&e.name, &e.attributes, None, None, e.time_unix_nano) else {
+                    continue;
+                };
+                let mut key = Vec::with_capacity(64);
+                key.extend_from_slice(&span.trace_id.0);
+                key.extend_from_slice(&span.span_id.0);
+                key.extend_from_slice(&e.time_unix_nano.to_le_bytes());
+                key.extend_from_slice(s.name.as_bytes());
+                let id = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&key));
+                let value = find_attr(&e.attributes, VALUE_KEY)
+                    .or_else(|| find_attr(&e.attributes, LABEL_KEY))
+                    .cloned()
+                    .unwrap_or(AnyValue::Str(String::new()));
+                let session = s
+                    .session_id
+                    .clone()
+                    .or_else(|| crate::genai::LlmCall::from_attributes(&span.attributes).and_then(|c| c.session_id));
+                let mut r = Score::record(
+                    &id,
+                    span.trace_id,
+                    Some(span.span_id),
+                    session.as_deref(),
+                    &s.name,
+                    &value,
+                    s.comment.as_deref(),
+                    "eval",
+                    e.time_unix_nano.max(span.start_time_unix_nano),
+                );
+                r.resource = span.resource.clone();
+                out.push(r);
+            }
+        }
+        out
+    }
+
     pub fn from_log(l: &LogRecord) -> Option<Score> {
         Score::from_event(&l.event_name, &l.attributes, l.trace_id, l.span_id, l.effective_time())
     }
@@ -154,6 +197,30 @@ mod tests {
             );
             assert_eq!(s.trace_id, Some(t.to_hex()));
         }
+    }
+
+    #[test]
+    fn span_events_become_the_same_records_each_time() {
+        let span = crate::Span {
+            trace_id: TraceId::from_u128(9),
+            events: vec![crate::span::Event {
+                time_unix_nano: 10,
+                name: EVENT_NAME.into(),
+                attributes: vec![KeyValue::new(NAME_KEY, "relevance"), KeyValue::new(VALUE_KEY, 0.25)],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let a = Score::records_of_span_events(std::slice::from_ref(&span));
+        let b = Score::records_of_span_events(std::slice::from_ref(&span));
+        assert_eq!(a.len(), 1);
+        assert_eq!(a, b, "a re-sent span gives the same record");
+        let s = Score::from_log(&a[0]).unwrap();
+        assert_eq!(
+            (s.name.as_str(), s.value.clone()),
+            ("relevance", serde_json::json!(0.25))
+        );
+        assert_eq!(s.trace_id, Some(span.trace_id.to_hex()));
     }
 
     #[test]
