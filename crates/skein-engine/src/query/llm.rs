@@ -107,10 +107,21 @@ impl<'a> CallRow<'a> {
     }
 }
 
+/// The dense columns a visit needs besides the GenAI ones: reading a
+/// part's trace ids and service names costs more than all of its sparse
+/// GenAI columns together, so a visit that needs neither leaves them out
+/// (its rows then carry trace 0 and an empty service).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Needs {
+    pub trace: bool,
+    pub service: bool,
+}
+
 /// Calls `f` with every GenAI span in `w` (the newest copy of each).
 pub fn visit_calls(
     sources: &[Source<Span>],
     w: Window,
+    needs: Needs,
     cache: &ShadowCache,
     explain: &mut Explain,
     f: &mut dyn FnMut(&CallRow<'_>),
@@ -144,7 +155,7 @@ pub fn visit_calls(
                 if p.misses(w) {
                     ex.pruned = Some("time range".into());
                 } else {
-                    visit_part(p, w, shadowed, &mut ex, f)?;
+                    visit_part(p, w, needs, shadowed, &mut ex, f)?;
                 }
                 explain.add(ex);
             }
@@ -153,17 +164,12 @@ pub fn visit_calls(
     Ok(())
 }
 
-const ROW_COLUMNS: &[&str] = &[
-    "trace_id",
-    "start_time_unix_nano",
-    "duration_ns",
-    "status_code",
-    "service_name",
-];
+const ROW_COLUMNS: &[&str] = &["start_time_unix_nano", "duration_ns", "status_code"];
 
 fn visit_part(
     p: &Part,
     w: Window,
+    needs: Needs,
     shadowed: &FastSet<u32>,
     ex: &mut SourceExplain,
     f: &mut dyn FnMut(&CallRow<'_>),
@@ -189,7 +195,13 @@ fn visit_part(
             }
         }
     }
-    let columns: Vec<&str> = ROW_COLUMNS.iter().chain(SPAN_LLM_COLUMNS).copied().collect();
+    let mut columns: Vec<&str> = ROW_COLUMNS.iter().chain(SPAN_LLM_COLUMNS).copied().collect();
+    if needs.trace {
+        columns.push("trace_id");
+    }
+    if needs.service {
+        columns.push("service_name");
+    }
     for chunk in rows.chunks(65536) {
         ex.rows_decoded += chunk.len() as u64;
         for b in p.read_row_columns(&columns, chunk)? {
@@ -236,11 +248,12 @@ fn visit_part_records(
 
 /// A batch of a part's GenAI columns.
 struct LlmBatch<'b> {
-    trace: &'b FixedSizeBinaryArray,
+    /// Absent when the visit does not need it ([`Needs`]).
+    trace: Option<&'b FixedSizeBinaryArray>,
     start: &'b PrimitiveArray<TimestampNanosecondType>,
     duration: &'b PrimitiveArray<Int64Type>,
     status: &'b PrimitiveArray<Int8Type>,
-    service: &'b StringArray,
+    service: Option<&'b StringArray>,
     kind: &'b PrimitiveArray<Int8Type>,
     provider: &'b StringArray,
     model: &'b StringArray,
@@ -266,11 +279,11 @@ impl<'b> LlmBatch<'b> {
         let s = |n: &str| col(n).and_then(|c| c.as_string_opt::<i32>());
         let i64s = |n: &str| col(n).and_then(|c| c.as_primitive_opt::<Int64Type>());
         Some(LlmBatch {
-            trace: col("trace_id")?.as_fixed_size_binary_opt()?,
+            trace: col("trace_id").and_then(|c| c.as_fixed_size_binary_opt()),
             start: col("start_time_unix_nano")?.as_primitive_opt::<TimestampNanosecondType>()?,
             duration: i64s("duration_ns")?,
             status: col("status_code")?.as_primitive_opt::<Int8Type>()?,
-            service: s("service_name")?,
+            service: s("service_name"),
             kind: col("llm_kind")?.as_primitive_opt::<Int8Type>()?,
             provider: s("llm_provider")?,
             model: s("llm_model")?,
@@ -297,8 +310,10 @@ impl<'b> LlmBatch<'b> {
             time,
             duration_ns: self.duration.value(i).max(0) as u64,
             error: self.status.value(i) == skein_model::StatusCode::Error as i8,
-            trace_id: u128::from_be_bytes(self.trace.value(i).try_into().unwrap_or_default()),
-            service: self.service.value(i),
+            trace_id: self
+                .trace
+                .map_or(0, |t| u128::from_be_bytes(t.value(i).try_into().unwrap_or_default())),
+            service: self.service.map_or("", |s| s.value(i)),
             kind: (!self.kind.is_null(i))
                 .then(|| CallKind::from_i8(self.kind.value(i)))
                 .flatten(),
@@ -508,7 +523,11 @@ pub fn usage(
     let mut totals = UsageAcc::default();
     // The groups of each trace's calls, when scores are asked for.
     let mut trace_groups: FastMap<u128, Vec<Option<String>>> = FastMap::default();
-    visit_calls(sources, w, cache, explain, &mut |r| {
+    let needs = Needs {
+        trace: scores.is_some(),
+        service: group_by == UsageGroupBy::Service,
+    };
+    visit_calls(sources, w, needs, cache, explain, &mut |r| {
         if !r.is_llm() {
             return;
         }
@@ -597,7 +616,7 @@ pub fn tools(
     explain: &mut Explain,
 ) -> Result<Vec<ToolSummary>> {
     let mut by_tool: BTreeMap<Option<String>, (u64, u64, Sketch)> = BTreeMap::new();
-    visit_calls(sources, w, cache, explain, &mut |r| {
+    visit_calls(sources, w, Needs::default(), cache, explain, &mut |r| {
         if r.kind != Some(CallKind::Tool) {
             return;
         }
@@ -779,7 +798,11 @@ pub fn session_summaries(
     explain: &mut Explain,
 ) -> Result<Vec<(SessionSummary, Vec<u128>)>> {
     let mut acc = SessionAcc::new(pricing);
-    visit_calls(sources, w, cache, explain, &mut |r| acc.add(r))?;
+    let needs = Needs {
+        trace: true,
+        service: false,
+    };
+    visit_calls(sources, w, needs, cache, explain, &mut |r| acc.add(r))?;
     let spans = live_trace_rows(sources, cache)?;
     Ok(acc.finish(None, spans))
 }
