@@ -661,6 +661,26 @@ pub struct SessionSummary {
     pub end_time_unix_nano: u64,
 }
 
+impl SessionSummary {
+    /// A session with nothing counted yet.
+    fn empty(session_id: String) -> SessionSummary {
+        SessionSummary {
+            session_id,
+            traces: 0,
+            spans: 0,
+            llm_calls: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd: 0.0,
+            errors: 0,
+            models: Vec::new(),
+            agents: Vec::new(),
+            start_time_unix_nano: u64::MAX,
+            end_time_unix_nano: 0,
+        }
+    }
+}
+
 /// GenAI facts of one trace, before it is known which session owns it.
 #[derive(Default)]
 struct TraceAcc {
@@ -742,27 +762,9 @@ impl<'p> SessionAcc<'p> {
             if only.is_some_and(|want| want != id) {
                 continue;
             }
-            let (s, ids, models, agents) = sessions.entry(id.clone()).or_insert_with(|| {
-                (
-                    SessionSummary {
-                        session_id: id,
-                        traces: 0,
-                        spans: 0,
-                        llm_calls: 0,
-                        input_tokens: 0,
-                        output_tokens: 0,
-                        cost_usd: 0.0,
-                        errors: 0,
-                        models: Vec::new(),
-                        agents: Vec::new(),
-                        start_time_unix_nano: u64::MAX,
-                        end_time_unix_nano: 0,
-                    },
-                    Vec::new(),
-                    BTreeSet::new(),
-                    BTreeSet::new(),
-                )
-            });
+            let (s, ids, models, agents) = sessions
+                .entry(id.clone())
+                .or_insert_with(|| (SessionSummary::empty(id), Vec::new(), BTreeSet::new(), BTreeSet::new()));
             s.traces += 1;
             s.llm_calls += t.llm_calls;
             s.input_tokens += t.input;
@@ -1036,18 +1038,8 @@ mod tests {
     #[test]
     fn cursors_round_trip() {
         let s = SessionSummary {
-            session_id: "a.b/c".into(),
-            traces: 0,
-            spans: 0,
-            llm_calls: 0,
-            input_tokens: 0,
-            output_tokens: 0,
-            cost_usd: 0.0,
-            errors: 0,
-            models: vec![],
-            agents: vec![],
-            start_time_unix_nano: 0,
             end_time_unix_nano: 42,
+            ..SessionSummary::empty("a.b/c".into())
         };
         assert_eq!(decode_cursor(&encode_cursor(&s)), Some((42, "a.b/c".into())));
         assert_eq!(decode_cursor("zz"), None);

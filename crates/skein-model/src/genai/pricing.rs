@@ -274,7 +274,16 @@ impl<'a> CostInput<'a> {
 /// calls of a few models resolves each (provider, model, day) once.
 pub struct PriceMemo<'p> {
     pricing: &'p Pricing,
-    memo: std::collections::HashMap<(Box<str>, Box<str>, i64), Option<usize>>,
+    /// By the hash of (provider, model, day), so a lookup allocates nothing.
+    memo: std::collections::HashMap<u64, Remembered>,
+}
+
+/// A remembered lookup: its key, to compare, and the price found.
+struct Remembered {
+    provider: Box<str>,
+    model: Box<str>,
+    day: i64,
+    found: Option<usize>,
 }
 
 impl<'p> PriceMemo<'p> {
@@ -286,15 +295,32 @@ impl<'p> PriceMemo<'p> {
     }
 
     fn resolve(&mut self, provider: Option<&str>, model: &str, day: i64) -> Option<usize> {
-        let key = (Box::from(provider.unwrap_or("")), Box::from(model), day);
-        if let Some(hit) = self.memo.get(&key) {
-            return *hit;
+        let p = provider.unwrap_or("");
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        h.update(p.as_bytes());
+        h.update(&[0]);
+        h.update(model.as_bytes());
+        h.update(&day.to_le_bytes());
+        let hash = h.digest();
+        match self.memo.get(&hash) {
+            Some(r) if *r.provider == *p && *r.model == *model && r.day == day => return r.found,
+            // Another key with the same hash: answer without remembering.
+            Some(_) => return self.pricing.resolve(provider, model, day),
+            None => {}
         }
         let found = self.pricing.resolve(provider, model, day);
         if self.memo.len() > 4096 {
             self.memo.clear();
         }
-        self.memo.insert(key, found);
+        self.memo.insert(
+            hash,
+            Remembered {
+                provider: p.into(),
+                model: model.into(),
+                day,
+                found,
+            },
+        );
         found
     }
 
