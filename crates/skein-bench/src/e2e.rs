@@ -576,7 +576,7 @@ fn query_phase(api: &str, c: &Corpus, exp: &Expected, end_ns: u64, args: &E2eArg
     let mut q = Timed {
         http: crate::http1::Connection::new(api)?,
     };
-    let total = args.trace_queries + args.attr_queries + 20 * 6 + 10 + 200;
+    let total = args.trace_queries + args.attr_queries + 20 * 7 + 10 + 200;
     let pb = bar(total as u64, "queries");
     let floor = round_trip_floor(&mut q, &pb)?;
     let mut traces = Samples::default();
@@ -643,6 +643,7 @@ fn query_phase(api: &str, c: &Corpus, exp: &Expected, end_ns: u64, args: &E2eArg
         })?;
         pb.inc(1);
     }
+    let (anomalies, findings) = anomalies_queries(&mut q, end_ns, &pb)?;
     let mut duration = Samples::default();
     for _ in 0..20 {
         let v = q.get(
@@ -723,6 +724,8 @@ fn query_phase(api: &str, c: &Corpus, exp: &Expected, end_ns: u64, args: &E2eArg
         "attribute_filter": summary(&attrs),
         "services": summary(&services),
         "summarize": summary(&summarize),
+        "anomalies": summary(&anomalies),
+        "anomalies_findings": findings,
         "duration_filter": summary(&duration),
         "logs_severity": summary(&sev),
         "logs_body": summary(&body),
@@ -730,6 +733,24 @@ fn query_phase(api: &str, c: &Corpus, exp: &Expected, end_ns: u64, args: &E2eArg
         "logs_text_word": expected::TEXT_WORD,
         "cli_get_trace": summary(&cli),
     }))
+}
+
+/// Diagnosis over the corpus hour, 20 times: its latency, and how many
+/// findings it made (the corpus has no planted change; each finding is
+/// analysed in depth, so the figure holds that cost too).
+fn anomalies_queries(q: &mut Timed, end_ns: u64, pb: &indicatif::ProgressBar) -> Result<(Samples, u64), String> {
+    let mut samples = Samples::default();
+    let mut findings = 0;
+    for _ in 0..20 {
+        let v = q.get(&format!("/api/v1/anomalies?lookback=1h&until={end_ns}"), &mut samples)?;
+        let list = v["findings"].as_array().ok_or("anomalies: no findings list")?;
+        check(v["operations_examined"].as_u64().is_some_and(|n| n > 0), || {
+            format!("anomalies examined no operations: {}", v["operations_examined"])
+        })?;
+        findings = list.len() as u64;
+        pb.inc(1);
+    }
+    Ok((samples, findings))
 }
 
 fn summary(s: &Samples) -> Value {
@@ -951,7 +972,7 @@ fn agent_query_phase(
         http: crate::http1::Connection::new(api)?,
     };
     let model_queries = 4 * exp.by_model.len();
-    let total = args.trace_queries + exp.users.len() + model_queries + 20 * 8 + 3 + 200;
+    let total = args.trace_queries + exp.users.len() + model_queries + 20 * 9 + 3 + 200;
     let pb = bar(total as u64, "queries (agent corpus)");
     let floor = round_trip_floor(&mut q, &pb)?;
     let mut traces = Samples::default();
@@ -1018,6 +1039,7 @@ fn agent_query_phase(
         }
         pb.inc(1);
     }
+    let (anomalies, findings) = anomalies_queries(&mut q, end_ns, &pb)?;
     let mut sev = Samples::default();
     let mut common = Samples::default();
     let mut rare = Samples::default();
@@ -1052,6 +1074,8 @@ fn agent_query_phase(
         "attribute_filter_model": summary(&models),
         "services": summary(&services),
         "summarize": summary(&summarize),
+        "anomalies": summary(&anomalies),
+        "anomalies_findings": findings,
         "logs_severity": summary(&sev),
         "logs_text": summary(&common),
         "logs_text_word": AgentCorpus::common_word(),

@@ -141,6 +141,7 @@ enum Check {
     Logs(Needle),
     Trace(u64),
     Points,
+    Anomalies,
 }
 
 /// The expected answers of the dashboard queries, kept while generating.
@@ -253,6 +254,12 @@ impl Streaming {
                 want.sort_unstable();
                 if got != want {
                     return Err(format!("trace {t}: {} spans, expected {}", got.len(), want.len()));
+                }
+            }
+            Check::Anomalies => {
+                v["findings"].as_array().ok_or("no findings list")?;
+                if v["operations_examined"].as_u64().is_none_or(|n| n == 0) {
+                    return Err("no operations examined".into());
                 }
             }
             Check::Points => {
@@ -371,6 +378,11 @@ pub fn run(args: &LadderArgs) -> Result<(), String> {
                 "log full-text search",
                 format!("/api/v1/logs?text={}&limit=100", expected::TEXT_WORD),
                 Check::Logs(Needle::Word(expected::TEXT_WORD)),
+            ),
+            (
+                "diagnosis (anomalies, 1h look-back)",
+                format!("/api/v1/anomalies?lookback=1h&until={now}"),
+                Check::Anomalies,
             ),
             (
                 "trace lookup",

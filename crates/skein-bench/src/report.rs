@@ -303,6 +303,10 @@ fn render_e2e(v: &Value) -> String {
     );
     let q = &r["queries"];
     let text_label = format!("logs full text `{}`, limit 100", f(&q["logs_text_word"], 0));
+    let anomalies_label = format!(
+        "anomalies: change detection over the hour ({} findings)",
+        f(&q["anomalies_findings"], 0)
+    );
     let rare_label = format!(
         "logs full text, rare word `{}` ({} hits), limit 1000",
         f(&q["logs_text_rare_word"], 0),
@@ -325,6 +329,7 @@ fn render_e2e(v: &Value) -> String {
         ),
         ("services", &q["services"]),
         ("summarize 1h", &q["summarize"]),
+        (&anomalies_label, &q["anomalies"]),
         ("duration filter (≥150 ms), limit 100", &q["duration_filter"]),
         ("logs severity ≥ error, limit 100", &q["logs_severity"]),
         ("logs body substring, limit 100", &q["logs_body"]),

@@ -76,8 +76,8 @@ pub use query::llm::{
     SessionDetail, SessionPage, SessionSummary, SessionTurn, ToolSummary, Usage, UsageFigures, UsageGroup, UsageGroupBy,
 };
 pub use query::{
-    Anomaly, AttrFilter, AttrPredicate, Cursor, Explain, Latency, LogQuery, MetricQuery, OperationSummary,
-    SearchResult, ServiceSummary, SourceExplain, SpanQuery, Summary, Window,
+    AttrFilter, AttrPredicate, Cursor, DiagnoseRequest, Diagnosis, Explain, Finding, Latency, LogQuery, MetricQuery,
+    OperationSummary, SearchResult, ServiceSummary, SourceExplain, SpanQuery, Summary, Window,
 };
 pub use record::{Record, RecordKey, Signal};
 pub use terms::AttrScope;

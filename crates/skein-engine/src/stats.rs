@@ -11,7 +11,7 @@ use skein_model::MetricPoint;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::hash::{FastMap, FastSet, HashWriter};
-use crate::query::sketch::{Sketch, SketchBuilder};
+use crate::query::sketch::{Sketch, SketchBuilder, coarse};
 
 /// Per (service, operation) span statistics of a part.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -23,6 +23,65 @@ pub struct OpStats {
     pub roots: u64,
     pub durations: Sketch,
     pub error_durations: u64,
+    /// The same counts minute by minute, ascending: what change detection
+    /// reads (see [`MinuteStats`]).
+    pub minutes: Vec<MinuteStats>,
+}
+
+/// One minute of one operation: spans started in it, errors among them,
+/// and their durations as [`coarse`] values (within 6.25%), which keeps a
+/// minute to a few dozen buckets.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MinuteStats {
+    /// Minutes since the Unix epoch.
+    pub minute: u32,
+    pub count: u32,
+    pub errors: u32,
+    pub durations: Sketch,
+}
+
+pub const NS_PER_MINUTE: u64 = 60_000_000_000;
+
+/// The minute a time falls in.
+pub fn minute_of(t: u64) -> u32 {
+    (t / NS_PER_MINUTE).min(u32::MAX as u64) as u32
+}
+
+impl MinuteStats {
+    /// Counts one span into the minute list `minutes` (ascending). Spans
+    /// mostly arrive in time order, so the last minute is tried first.
+    pub fn add(minutes: &mut Vec<MinuteStats>, start_time: u64, duration_ns: u64, error: bool) {
+        let minute = minute_of(start_time);
+        let pos = match minutes.last() {
+            Some(m) if m.minute == minute => minutes.len() - 1,
+            Some(m) if m.minute < minute => {
+                minutes.push(MinuteStats::new(minute));
+                minutes.len() - 1
+            }
+            None => {
+                minutes.push(MinuteStats::new(minute));
+                0
+            }
+            Some(_) => match minutes.binary_search_by_key(&minute, |m| m.minute) {
+                Ok(i) => i,
+                Err(i) => {
+                    minutes.insert(i, MinuteStats::new(minute));
+                    i
+                }
+            },
+        };
+        let m = &mut minutes[pos];
+        m.count = m.count.saturating_add(1);
+        m.errors = m.errors.saturating_add(error as u32);
+        m.durations.add(coarse(duration_ns));
+    }
+
+    fn new(minute: u32) -> MinuteStats {
+        MinuteStats {
+            minute,
+            ..Default::default()
+        }
+    }
 }
 
 /// Per service: distinct traces in this part.
@@ -84,6 +143,7 @@ impl ServiceBuilder {
             op.roots += 1;
         }
         durations.add(s.duration_ns());
+        MinuteStats::add(&mut op.minutes, s.start_time_unix_nano, s.duration_ns(), s.is_error());
     }
 }
 

@@ -134,3 +134,12 @@ pub fn metric_points(n: usize) -> Vec<MetricPoint> {
         })
         .collect()
 }
+
+/// An empty span of `service` named `name` (ids and times left zero).
+pub fn span_with(service: &str, name: &str) -> Span {
+    Span {
+        name: name.to_string(),
+        resource: Arc::new(Resource::with_service(service)),
+        ..Default::default()
+    }
+}

@@ -1091,10 +1091,10 @@ fn tail_follow_streams_new_records() {
 }
 
 // ---------------------------------------------------------------------------
-// Regressions: summarize and anomalies against hand-computed answers.
+// Regressions: summarize against hand-computed answers; anomalies against a planted change.
 
 #[test]
-fn summarize_and_anomalies_match_hand_computed_answers() {
+fn summarize_matches_hand_computed_answers() {
     let dir = tempfile::tempdir().unwrap();
     let s = Server::start(&dir.path().join("data"), &[]);
     let api = &s.api;
@@ -1263,58 +1263,166 @@ fn summarize_and_anomalies_match_hand_computed_answers() {
     assert!(t.contains("\nLOGS     6 (error 2, info 3, warn 1)\n"), "{t}");
     assert!(t.contains("\nTOP SERVICES\nSERVICE  SPANS"), "{t}");
     assert!(t.contains("\nTOP ERROR OPERATIONS\nSERVICE  OPERATION"), "{t}");
+}
 
-    // Anomalies: flaky's error rate and slow's p95; steady is fine.
-    let an = skein(api, &["anomalies"]).ok().json();
-    let list = an["anomalies"].as_array().unwrap();
-    assert_eq!(list.len(), 2, "{an}");
+/// An hour of `api GET /pay → db SELECT`, six traces a minute, the query
+/// ten times slower from minute 30 of 40; the last span a minute ago.
+fn slow_db_world(s: &Server) -> u64 {
+    let n = now_ns();
+    let start = n - 41 * MIN;
+    let mut spans = Vec::new();
+    for m in 0..40u64 {
+        for j in 0..6u64 {
+            let t = start + m * MIN + j * 10 * SEC;
+            let trace = format!("{:016x}{:016x}", m + 1, j + 1);
+            let db = if m >= 30 { 40 * MS } else { 4 * MS } + (j * 7 + m) % 5 * MS / 10;
+            let mut api = span(
+                &trace,
+                &format!("{:016x}", m * 100 + j * 2 + 1),
+                None,
+                "api",
+                "GET /pay",
+                "server",
+                t,
+                db + 2 * MS,
+            );
+            api["resource"] = json!({"service.version": "7.1"});
+            let mut q = span(
+                &trace,
+                &format!("{:016x}", m * 100 + j * 2 + 2),
+                Some(&format!("{:016x}", m * 100 + j * 2 + 1)),
+                "db",
+                "SELECT",
+                "client",
+                t + MS,
+                db,
+            );
+            q["resource"] = json!({"host.name": "db-1"});
+            spans.push(api);
+            spans.push(q);
+        }
+    }
+    post_spans(s, Value::Array(spans));
+    start + 30 * MIN
+}
+
+#[test]
+fn anomalies_find_where_a_dependency_slowed_down_and_who_inherited_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("data"), &[]);
+    let api = &s.api;
+    let change = slow_db_world(&s);
+    let near = |f: &Value| {
+        let t = f["started_at_unix_nano"].as_u64().unwrap();
+        assert!(t.abs_diff(change) <= 2 * MIN, "{f}");
+    };
+
+    let v = skein(api, &["anomalies"]).ok().json();
+    assert_eq!(v["mode"], "change_detection");
+    assert_eq!(v["bucket_seconds"], 60);
+    let w = &v["window"];
+    // The last hour, on whole minutes.
+    let covered = w["end_unix_nano"].as_u64().unwrap() - w["start_unix_nano"].as_u64().unwrap();
+    assert!(covered == 60 * MIN || covered == 61 * MIN, "{w}");
+    let f = v["findings"].as_array().unwrap();
+    assert_eq!(f.len(), 2, "{v}");
     assert_eq!(
-        list[0],
-        json!({"service": "flaky", "kind": "error_rate", "current": 0.5, "baseline": 0.0,
-               "current_spans": 10, "baseline_spans": 10, "message": "error rate 50.0% vs 0.0% in the baseline"})
+        (&f[0]["service"], &f[0]["operation"], &f[0]["kind"], &f[0]["role"]),
+        (&json!("db"), &json!("SELECT"), &json!("latency"), &json!("cause")),
+        "{v}"
     );
-    let slow = &list[1];
+    near(&f[0]);
+    assert_eq!(f[0]["exemplar_trace_ids"].as_array().unwrap().len(), 3);
+    assert!(f[0].get("explain").is_none(), "explain only when asked");
     assert_eq!(
-        pick(slow, &["service", "kind", "current_spans", "baseline_spans"]),
-        json!({"service": "slow", "kind": "latency_p95", "current_spans": 10, "baseline_spans": 10})
+        (&f[1]["service"], &f[1]["role"], &f[1]["caused_by"]),
+        (
+            &json!("api"),
+            &json!("affected"),
+            &json!({"service": "db", "operation": "SELECT"})
+        ),
+        "{v}"
     );
-    let (c, b) = (slow["current"].as_f64().unwrap(), slow["baseline"].as_f64().unwrap());
+    near(&f[1]);
+    let msg = f[1]["message"].as_str().unwrap();
     assert!(
-        (c - 30e6).abs() <= 30e6 * 0.0101 && (b - 10e6).abs() <= 10e6 * 0.0101,
-        "{slow}"
+        msg.starts_with("api GET /pay: p95 ") && msg.ends_with("; inherited from db SELECT"),
+        "{msg}"
     );
-    let msg = slow["message"].as_str().unwrap();
-    assert_eq!(
-        msg,
-        format!(
-            "p95 {:.1} ms vs {:.1} ms in the baseline ({:.1}x)",
-            c / 1e6,
-            b / 1e6,
-            c / b
-        )
-    );
-    assert!(msg.ends_with("(3.0x)"), "{msg}");
-    let w = |k: &str, e: &str| an[k][e].as_u64().unwrap();
-    assert_eq!(w("current", "end_unix_nano") - w("current", "start_unix_nano"), 5 * MIN);
-    assert_eq!(
-        w("baseline", "end_unix_nano") - w("baseline", "start_unix_nano"),
-        30 * MIN
-    );
-    assert_eq!(w("baseline", "end_unix_nano"), w("current", "start_unix_nano"));
-    assert_eq!(
-        skein(api, &["anomalies", "--fields", "service,kind"]).ok().json()["anomalies"],
-        json!([{"service": "flaky", "kind": "error_rate"}, {"service": "slow", "kind": "latency_p95"}])
-    );
+
+    // People get a table; --explain adds how each finding was reached.
     let t = skein(api, &["anomalies", "--format", "table"]).ok().stdout.clone();
-    assert!(
-        t.contains("\nflaky    error_rate     50.0%      0.0%         10            10  error rate"),
-        "{t}"
+    assert!(t.contains("SERVICE  OPERATION  KIND     ROLE"), "{t}");
+    assert!(t.contains("; inherited from db"), "{t}");
+    let t = skein(api, &["anomalies", "--explain", "--format", "table"])
+        .ok()
+        .stdout
+        .clone();
+    assert!(t.contains("\ndb SELECT (latency):\n  - latency change point"), "{t}");
+    assert!(t.contains("  - critical path over "), "{t}");
+    let v = skein(api, &["anomalies", "--explain"]).ok().json();
+    assert!(v["findings"][0]["explain"].as_array().unwrap().len() >= 3, "{v}");
+    assert!(v["explain"]["sources"].is_array(), "{v}");
+
+    // One service; fewer findings.
+    let v = skein(api, &["anomalies", "--service", "api"]).ok().json();
+    assert_eq!(v["findings"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["findings"][0]["service"], "api");
+    let v = skein(api, &["anomalies", "--limit", "1", "--fields", "service,role"])
+        .ok()
+        .json();
+    assert_eq!(v["findings"], json!([{"service": "db", "role": "cause"}]));
+
+    // The fixed-split form: the last 15 minutes against the 30 before.
+    let v = skein(api, &["anomalies", "--last", "15m", "--baseline", "30m"])
+        .ok()
+        .json();
+    assert_eq!(v["mode"], "fixed_split");
+    let len = |k: &str| v[k]["end_unix_nano"].as_u64().unwrap() - v[k]["start_unix_nano"].as_u64().unwrap();
+    assert_eq!((len("current"), len("baseline")), (15 * MIN, 30 * MIN));
+    assert_eq!(v["findings"][0]["service"], "db", "{v}");
+    assert_eq!(v["findings"][0]["role"], "cause");
+
+    // Before the change there is nothing to find: exit 1.
+    let until = (change - 3 * MIN).to_string();
+    let r = skein(api, &["anomalies", "--lookback", "20m", "--until", &until]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert_eq!(r.json()["findings"], json!([]));
+    let r = skein(
+        api,
+        &["anomalies", "--lookback", "20m", "--until", &until, "--format", "table"],
     );
-    assert!(t.contains("slow     latency_p95"), "{t}");
-    // A current window without enough spans: nothing to say, exit 1.
-    let r = skein(api, &["anomalies", "--last", "30s", "--baseline", "10m"]);
-    assert_eq!(r.code, 1, "{}", r.stderr);
-    assert_eq!(r.json()["anomalies"], json!([]));
+    assert!(r.stdout.contains("(no anomalies)"), "{}", r.stdout);
+
+    // A look-back the data cannot support names the flag: exit 2.
+    for (args, word) in [
+        (
+            vec!["anomalies", "--lookback", "0s"],
+            "lookback must be longer than zero",
+        ),
+        (
+            vec!["anomalies", "--lookback", "40d"],
+            "lookback is longer than the 31 days",
+        ),
+        (vec!["anomalies", "--last", "0s"], "last must be longer than zero"),
+        (
+            vec!["anomalies", "--until", "2999-01-01T00:00:00Z"],
+            "until is in the future",
+        ),
+    ] {
+        let r = skein(api, &args);
+        assert_eq!(r.code, 2, "{args:?}: {} {}", r.stdout, r.stderr);
+        assert!(r.stderr.contains(word), "{args:?}: {}", r.stderr);
+    }
+    let r = skein(api, &["anomalies", "--lookback", "1h", "--last", "5m"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("cannot be used with"), "{}", r.stderr);
+
+    // summarize carries the top findings.
+    let v = skein(api, &["summarize"]).ok().json();
+    assert_eq!(v["findings"][0]["service"], "db", "{v}");
+    let t = skein(api, &["summarize", "--format", "table"]).ok().stdout.clone();
+    assert!(t.contains("\nFINDINGS\nSERVICE  OPERATION"), "{t}");
 }
 
 // ---------------------------------------------------------------------------

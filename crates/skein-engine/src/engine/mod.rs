@@ -72,7 +72,8 @@ use crate::health::{Fault, FaultKind, Faults};
 use crate::part::{PageCache, PageCacheStats, PartMeta, PartWriter, WriterOptions};
 use crate::payload::{self, PayloadPolicy, PayloadRef, PayloadStats, PayloadStore};
 use crate::query::Window;
-use crate::query::aggregate::{self, Anomaly, OperationSummary, ServiceSummary, Summary};
+use crate::query::aggregate::{self, OperationSummary, ServiceSummary, Summary};
+use crate::query::diagnose::{self, DiagnoseRequest, Diagnosis};
 use crate::query::explain::Explain;
 use crate::query::filter::{LogQuery, MetricQuery, SpanQuery};
 use crate::query::llm;
@@ -435,12 +436,15 @@ impl Engine {
         Ok((r, ex))
     }
 
-    pub fn anomalies(&self, current: Window, baseline: Window) -> Result<(Vec<Anomaly>, Explain)> {
+    /// Change detection, cause and evidence over a look-back (see
+    /// [`diagnose`]).
+    pub fn diagnose(&self, req: &DiagnoseRequest) -> Result<(Diagnosis, Explain)> {
+        let st = self.state();
         let mut ex = Explain::new(Signal::Spans);
-        let r = aggregate::anomalies(
-            &self.state().sources::<Span>(),
-            current,
-            baseline,
+        let r = diagnose::diagnose(
+            &st.sources::<Span>(),
+            &st.sources::<LogRecord>(),
+            req,
             &self.inner.shadow_cache,
             &mut ex,
         )?;

@@ -164,6 +164,13 @@ impl PartIndex {
             + self.postings.values().map(|b| b.serialized_size() + 32).sum::<usize>()
             + self.time_marks.len() * 8
             + self.stats.ops.len() * 256
+            + self
+                .stats
+                .ops
+                .iter()
+                .flat_map(|o| &o.minutes)
+                .map(|m| 48 + m.durations.buckets() * 16)
+                .sum::<usize>()
             + self.stats.series.len() * 8
             + self.payload_refs.len() * 32
     }
@@ -290,12 +297,13 @@ impl PartIndex {
 
 // ------------------------------------------------------------ persistence
 
-/// The sidecar file: `SKEINIDX`, version 2, zstd postcard of [`Wire`]
-/// (version 1 had no payload references; such a sidecar is rebuilt from
-/// its part, as a damaged one is).
+/// The sidecar file: `SKEINIDX`, version 3, zstd postcard of [`Wire`]
+/// (version 1 had no payload references, version 2 no per-minute
+/// operation statistics; such a sidecar is rebuilt from its part, as a
+/// damaged one is).
 pub const SIDECAR: Envelope = Envelope {
     magic: b"SKEINIDX",
-    version: 2,
+    version: 3,
     what: "part index",
     max_body: 1 << 31,
 };
@@ -531,13 +539,13 @@ mod tests {
             let back = decode(&encode(&ix, INDEX_ZSTD_LEVEL).unwrap()).unwrap();
             assert_eq!(exercise(&back), exercise(&ix));
         }
-        let err = decode(b"SKEINIDX\x02\0\0\0\0\0\0\0junk").unwrap_err();
+        let err = decode(b"SKEINIDX\x03\0\0\0\0\0\0\0junk").unwrap_err();
         assert!(err.to_string().contains("checksum mismatch"), "{err}");
         // A sidecar of the previous version is refused (and so rebuilt
         // from its part when the part opens).
-        let old = Envelope { version: 1, ..SIDECAR }.seal(b"", 1).unwrap();
+        let old = Envelope { version: 2, ..SIDECAR }.seal(b"", 1).unwrap();
         let err = decode(&old).unwrap_err();
-        assert!(err.to_string().contains("version 1 (expected 2)"), "{err}");
+        assert!(err.to_string().contains("version 2 (expected 3)"), "{err}");
     }
 
     /// The payloads a part's rows refer to are in its index, sorted, and

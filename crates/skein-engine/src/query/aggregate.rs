@@ -1,5 +1,5 @@
 //! Aggregations over spans, logs and metrics: service health (RED),
-//! operations, the summary an agent reads first, and anomalies.
+//! operations, and the summary an agent reads first.
 //!
 //! Parts wholly inside the window answer from their pre-aggregated
 //! statistics; parts that straddle it are scanned through a handful of
@@ -554,77 +554,4 @@ fn metric_counts(
         }
     }
     Ok((series.len() as u64, points))
-}
-
-/// A service whose health regressed from the baseline to the current window.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Anomaly {
-    pub service: String,
-    /// `error_rate` or `latency_p95`.
-    pub kind: String,
-    pub current: f64,
-    pub baseline: f64,
-    pub current_spans: u64,
-    pub baseline_spans: u64,
-    pub message: String,
-}
-
-/// Thresholds: a service needs this many spans in each window to judge.
-pub const ANOMALY_MIN_SPANS: u64 = 10;
-/// p95 at least this many times the baseline's.
-pub const LATENCY_FACTOR: f64 = 2.0;
-/// Error rate at least this much higher (absolute) and at least doubled.
-pub const ERROR_RATE_DELTA: f64 = 0.05;
-
-pub fn anomalies(
-    sources: &[Source<Span>],
-    current: Window,
-    baseline: Window,
-    cache: &ShadowCache,
-    explain: &mut Explain,
-) -> Result<Vec<Anomaly>> {
-    let cur = services(sources, current, cache, explain)?;
-    let base: HashMap<String, ServiceSummary> = services(sources, baseline, cache, explain)?
-        .into_iter()
-        .map(|s| (s.service.clone(), s))
-        .collect();
-    let mut out = Vec::new();
-    for c in cur {
-        let Some(b) = base.get(&c.service) else { continue };
-        if c.spans < ANOMALY_MIN_SPANS || b.spans < ANOMALY_MIN_SPANS {
-            continue;
-        }
-        if c.error_rate >= b.error_rate + ERROR_RATE_DELTA && c.error_rate >= 2.0 * b.error_rate {
-            out.push(Anomaly {
-                service: c.service.clone(),
-                kind: "error_rate".into(),
-                current: c.error_rate,
-                baseline: b.error_rate,
-                current_spans: c.spans,
-                baseline_spans: b.spans,
-                message: format!(
-                    "error rate {:.1}% vs {:.1}% in the baseline",
-                    c.error_rate * 100.0,
-                    b.error_rate * 100.0
-                ),
-            });
-        }
-        if b.p95_ns > 0 && c.p95_ns as f64 >= LATENCY_FACTOR * b.p95_ns as f64 {
-            out.push(Anomaly {
-                service: c.service.clone(),
-                kind: "latency_p95".into(),
-                current: c.p95_ns as f64,
-                baseline: b.p95_ns as f64,
-                current_spans: c.spans,
-                baseline_spans: b.spans,
-                message: format!(
-                    "p95 {:.1} ms vs {:.1} ms in the baseline ({:.1}x)",
-                    c.p95_ns as f64 / 1e6,
-                    b.p95_ns as f64 / 1e6,
-                    c.p95_ns as f64 / b.p95_ns as f64
-                ),
-            });
-        }
-    }
-    Ok(out)
 }

@@ -6,6 +6,7 @@
 //! how many rows are read to find it.
 
 pub mod aggregate;
+pub mod diagnose;
 pub mod explain;
 pub mod filter;
 pub mod llm;
@@ -14,7 +15,8 @@ pub mod shadow;
 pub mod sketch;
 pub mod window;
 
-pub use aggregate::{Anomaly, Latency, OperationSummary, ServiceSummary, Summary};
+pub use aggregate::{Latency, OperationSummary, ServiceSummary, Summary};
+pub use diagnose::{DiagnoseRequest, Diagnosis, Finding};
 pub use explain::{Explain, SourceExplain};
 pub use filter::{AttrFilter, AttrPredicate, Cursor, LogQuery, MetricQuery, SpanQuery};
 pub use search::SearchResult;

@@ -40,9 +40,36 @@ fn value_of(b: i32) -> f64 {
     low as f64 + ((1u64 << shift) as f64 - 1.0) / 2.0
 }
 
+/// `v` kept to its 4 most significant bits, rounded to the middle of the
+/// step they leave (values below 16 exact): at most 8 values per power of
+/// two, within 6.25% of `v`. Per-minute sketches hold coarse values, so a
+/// minute of an operation costs a few dozen buckets however many spans it
+/// saw.
+pub fn coarse(v: u64) -> u64 {
+    if v < 16 {
+        return v;
+    }
+    let shift = 63 - v.leading_zeros() - 3;
+    ((v >> shift) << shift) | ((1u64 << shift) >> 1)
+}
+
 impl Sketch {
     pub fn new() -> Self {
         Sketch::default()
+    }
+
+    /// How many values fall in buckets above the one `v` falls in: none of
+    /// them is ≤ `v`, so under "nothing changed" this share is at most the
+    /// share of values above `v`.
+    pub fn count_above(&self, v: u64) -> u64 {
+        let b = bucket_of(v);
+        let from = self.buckets.partition_point(|(i, _)| *i <= b);
+        self.buckets[from..].iter().map(|(_, n)| n).sum()
+    }
+
+    /// Buckets held (a measure of its memory).
+    pub fn buckets(&self) -> usize {
+        self.buckets.len()
     }
 
     pub fn add(&mut self, v: u64) {
@@ -240,6 +267,25 @@ mod tests {
                 s.add(*v);
             }
             prop_assert_eq!(b.sketch(), s);
+        }
+
+        #[test]
+        fn coarse_values_are_close_and_few(v in any::<u64>()) {
+            let c = coarse(v);
+            prop_assert!((c as f64 - v as f64).abs() <= v as f64 * 0.0625, "{v} -> {c}");
+            prop_assert_eq!(coarse(c), c);
+        }
+
+        #[test]
+        fn count_above_counts_values_in_higher_buckets(
+            values in prop::collection::vec(0u64..1_000_000, 0..200),
+            v in 0u64..1_000_000,
+        ) {
+            let mut s = Sketch::new();
+            for x in &values { s.add(*x); }
+            let want = values.iter().filter(|x| bucket_of(**x) > bucket_of(v)).count() as u64;
+            prop_assert_eq!(s.count_above(v), want);
+            prop_assert!(s.count_above(v) <= values.iter().filter(|x| **x > v).count() as u64);
         }
 
         #[test]

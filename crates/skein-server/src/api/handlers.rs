@@ -370,6 +370,11 @@ pub async fn operations(State(app): State<Arc<App>>, Path(service): Path<String>
     .await
 }
 
+/// `summary` diagnoses at most the last day of its window, and lists this
+/// many findings.
+const SUMMARY_LOOKBACK_NS: u64 = 86_400_000_000_000;
+const SUMMARY_FINDINGS: usize = 3;
+
 pub async fn summary(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
     let mut p = Params::new(q);
     let w = window_param(&mut p, Some("1h"))?;
@@ -380,31 +385,95 @@ pub async fn summary(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
         let (s, ex) = e.summary(w, service.as_deref())?;
         let mut v = serde_json::to_value(&s).map_err(|e| ApiError::internal(e.to_string()))?;
         v["window"] = window_json(w);
+        // The top findings of a diagnosis over the window (its last day at
+        // most): what changed, and why.
+        let end = w.end.min(now_ns());
+        let lookback = Window::new(w.start.max(end.saturating_sub(SUMMARY_LOOKBACK_NS)), end);
+        if lookback.start < lookback.end {
+            let (d, _) = e.diagnose(&skein_engine::DiagnoseRequest {
+                window: lookback,
+                split_at: None,
+                service,
+                limit: SUMMARY_FINDINGS,
+                explain: false,
+            })?;
+            v["findings"] = serde_json::to_value(&d.findings).map_err(|e| ApiError::internal(e.to_string()))?;
+        } else {
+            v["findings"] = json!([]);
+        }
         Ok(with_explain(v, explain, &ex))
     })
     .await
 }
 
+/// The longest look-back a diagnosis takes.
+const MAX_LOOKBACK: std::time::Duration = std::time::Duration::from_secs(31 * 86_400);
+/// How far past the server's clock `until` may be (clock skew).
+const FUTURE_SLACK_NS: u64 = 60_000_000_000;
+
 pub async fn anomalies(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
     let mut p = Params::new(q);
-    let last = p
-        .parse("last", parse_duration)?
-        .unwrap_or(std::time::Duration::from_secs(300));
-    let baseline = p
-        .parse("baseline", parse_duration)?
-        .unwrap_or(std::time::Duration::from_secs(1800));
-    let until = p.parse("until", super::params::parse_time)?.unwrap_or_else(now_ns);
+    let lookback = p.parse("lookback", parse_duration)?;
+    let last = p.parse("last", parse_duration)?;
+    let baseline = p.parse("baseline", parse_duration)?;
+    let now = now_ns();
+    let until = p.parse("until", super::params::parse_time)?.unwrap_or(now);
+    let service = p.get("service");
+    let limit = p.limit(10, 100)?;
     let explain = p.flag("explain")?;
     p.finish()?;
-    let cur = Window::new(until.saturating_sub(last.as_nanos() as u64), until);
-    let base = Window::new(cur.start.saturating_sub(baseline.as_nanos() as u64), cur.start);
+    if until > now.saturating_add(FUTURE_SLACK_NS) {
+        return Err(ApiError::bad_request(
+            "until is in the future: nothing can be known about it yet",
+        ));
+    }
+    let positive = |name: &str, d: std::time::Duration| -> Result<u64, ApiError> {
+        if d.is_zero() {
+            return Err(ApiError::bad_request(&format!("{name} must be longer than zero")));
+        }
+        if d > MAX_LOOKBACK {
+            return Err(ApiError::bad_request(&format!(
+                "{name} is longer than the 31 days a diagnosis looks back"
+            )));
+        }
+        Ok(d.as_nanos() as u64)
+    };
+    let fixed = last.is_some() || baseline.is_some();
+    if fixed && lookback.is_some() {
+        return Err(ApiError::bad_request(
+            "lookback searches for the change point; last/baseline fix it: give one or the other",
+        ));
+    }
+    let (window, split_at) = if fixed {
+        let last = positive("last", last.unwrap_or(std::time::Duration::from_secs(300)))?;
+        let baseline = positive("baseline", baseline.unwrap_or(std::time::Duration::from_secs(1800)))?;
+        let split = until.saturating_sub(last);
+        (Window::new(split.saturating_sub(baseline), until), Some(split))
+    } else {
+        let lookback = positive("lookback", lookback.unwrap_or(std::time::Duration::from_secs(3600)))?;
+        (Window::new(until.saturating_sub(lookback), until), None)
+    };
+    let req = skein_engine::DiagnoseRequest {
+        window,
+        split_at,
+        service,
+        limit,
+        explain,
+    };
     blocking(&app, "anomalies", move |e| {
-        let (a, ex) = e.anomalies(cur, base)?;
-        Ok(with_explain(
-            json!({"current": window_json(cur), "baseline": window_json(base), "anomalies": a}),
-            explain,
-            &ex,
-        ))
+        let (d, ex) = e.diagnose(&req)?;
+        let mut v = serde_json::to_value(&d).map_err(|e| ApiError::internal(e.to_string()))?;
+        v["window"] = window_json(d.window);
+        v["mode"] = json!(if split_at.is_some() {
+            "fixed_split"
+        } else {
+            "change_detection"
+        });
+        if let Some(split) = split_at {
+            v["baseline"] = window_json(Window::new(window.start, split));
+            v["current"] = window_json(Window::new(split, window.end));
+        }
+        Ok(with_explain(v, explain, &ex))
     })
     .await
 }

@@ -22,15 +22,28 @@ pub struct SummarizeArgs {
 
 #[derive(Args, Debug)]
 pub struct AnomaliesArgs {
-    /// The current window, ending now (or --until).
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = duration_arg)]
-    pub last: String,
-    /// The baseline window, just before the current one.
-    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = duration_arg)]
-    pub baseline: String,
-    /// End of the current window [default: now].
+    /// How far back to search for the point where an operation's error
+    /// rate or latency changed [default: 1h].
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg, conflicts_with_all = ["last", "baseline"])]
+    pub lookback: Option<String>,
+    /// Fixed-split form: the current window, ending now (or --until)
+    /// [default: 5m when --baseline is given].
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub last: Option<String>,
+    /// Fixed-split form: the baseline window just before the current one
+    /// [default: 30m when --last is given].
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub baseline: Option<String>,
+    /// End of the look-back [default: now].
     #[arg(long, value_name = "TIME", value_parser = time_arg)]
     pub until: Option<String>,
+    /// Only this service's operations.
+    #[arg(long, value_name = "NAME")]
+    pub service: Option<String>,
+    /// Findings at most (max 100).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub limit: usize,
+    /// Say how each finding was reached (and how the engine answered).
     #[command(flatten)]
     pub explain: ExplainArg,
 }
@@ -270,6 +283,7 @@ fn summary_table(v: &Value) -> String {
     for (title, key, cols) in [
         ("TOP SERVICES", "top_services", SERVICE_COLUMNS),
         ("TOP ERROR OPERATIONS", "top_error_operations", OPERATION_COLUMNS),
+        ("FINDINGS", "findings", FINDING_COLUMNS),
     ] {
         if let Some(rows) = v[key].as_array().filter(|r| !r.is_empty()) {
             out.push_str(&format!("\n{title}\n"));
@@ -333,37 +347,66 @@ pub fn print_list(out: &Out, v: Value, key: &str, cols: &[(&str, &str)], title: 
     }
 }
 
-const ANOMALY_COLUMNS: &[(&str, &str)] = &[
+const FINDING_COLUMNS: &[(&str, &str)] = &[
     ("service", "SERVICE"),
+    ("operation", "OPERATION"),
     ("kind", "KIND"),
-    ("current", "CURRENT"),
-    ("baseline", "BASELINE"),
-    ("current_spans", "SPANS NOW"),
-    ("baseline_spans", "SPANS BEFORE"),
+    ("role", "ROLE"),
+    ("started_at_unix_nano", "STARTED"),
+    ("impact", "IMPACT"),
     ("message", "MESSAGE"),
 ];
 
-/// `skein anomalies`: `/api/v1/anomalies`. Exit 1 when nothing regressed.
+/// `skein anomalies`: `/api/v1/anomalies`. Exit 1 when nothing changed.
 pub fn anomalies(ctx: &Ctx, a: &AnomaliesArgs) -> CliResult<Exit> {
-    let mut p: Params = vec![("last".into(), a.last.clone()), ("baseline".into(), a.baseline.clone())];
-    if let Some(u) = &a.until {
-        p.push(("until".into(), u.clone()));
+    let mut p: Params = vec![("limit".into(), a.limit.to_string())];
+    for (k, v) in [
+        ("lookback", &a.lookback),
+        ("last", &a.last),
+        ("baseline", &a.baseline),
+        ("until", &a.until),
+        ("service", &a.service),
+    ] {
+        if let Some(v) = v {
+            p.push((k.into(), v.clone()));
+        }
     }
     params_with_explain(&mut p, a.explain.explain);
     let v = ctx
         .client(false)?
         .get_json(&["api", "v1", "anomalies"], &p, NotFound::Unexpected)?;
-    let exit = found(v.get("anomalies"));
-    let title = format!(
-        "current {}, baseline {}",
-        window_line(&v["current"]),
-        window_line(&v["baseline"])
-    );
-    print_list(&ctx.out, v, "anomalies", ANOMALY_COLUMNS, Some(title))?;
+    let exit = found(v.get("findings"));
+    let title = match v.get("current") {
+        Some(cur) => format!("current {}, baseline {}", window_line(cur), window_line(&v["baseline"])),
+        None => format!("look-back {}", window_line(&v["window"])),
+    };
+    let explained = a.explain.explain && ctx.out.table();
+    let lines: Vec<String> = if explained { findings_explained(&v) } else { Vec::new() };
+    print_list(&ctx.out, v, "findings", FINDING_COLUMNS, Some(title))?;
     if exit == Exit::NoResults && ctx.out.table() {
         write_stdout("(no anomalies)")?;
     }
+    if !lines.is_empty() {
+        write_stdout(&lines.join("\n"))?;
+    }
     Ok(exit)
+}
+
+/// How each finding was reached, for the table form of `--explain`.
+fn findings_explained(v: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for f in v.get("findings").and_then(Value::as_array).into_iter().flatten() {
+        out.push(format!(
+            "\n{} {} ({}):",
+            f["service"].as_str().unwrap_or(""),
+            f["operation"].as_str().unwrap_or(""),
+            f["kind"].as_str().unwrap_or("")
+        ));
+        for line in f.get("explain").and_then(Value::as_array).into_iter().flatten() {
+            out.push(format!("  - {}", line.as_str().unwrap_or("")));
+        }
+    }
+    out
 }
 
 /// `skein services`: `/api/v1/services`. Exit 1 when there are none.

@@ -189,16 +189,6 @@ pub fn cell(row: &Value, key: &str) -> (String, bool) {
         return ("-".into(), false);
     };
     let leaf = key.rsplit('.').next().unwrap_or(key);
-    // Anomalies: `current`/`baseline` are a rate or a p95 in ns by kind.
-    if matches!(leaf, "current" | "baseline")
-        && let (Some(x), Some(kind)) = (v.as_f64(), row.get("kind").and_then(Value::as_str))
-    {
-        return match kind {
-            "latency_p95" => (human_duration(x), true),
-            "error_rate" => (percent(x), true),
-            _ => (fmt_number(x), true),
-        };
-    }
     match v {
         Value::Null => ("-".into(), false),
         Value::Bool(b) => (b.to_string(), false),

@@ -1,0 +1,271 @@
+//! Change detection on one operation's series: where, within the
+//! look-back, its error rate or latency stepped up, and by how much.
+//!
+//! Every split point between buckets is tried; "before" is every bucket
+//! left of it and "after" every bucket from it on. A split is scored by a
+//! one-sided z statistic, and the best-scoring split wins:
+//!
+//! - errors: the two-proportion z test of the after error rate against the
+//!   before one;
+//! - latency: how many after spans lie above the before p95 (resp. p50),
+//!   against the 5% (resp. 50%) that would if nothing had changed
+//!   (a binomial z). Sketch buckets make the count conservative: a span in
+//!   the same bucket as the before quantile is never counted as above it.
+//!
+//! A finding also needs an effect worth a person's time, not only a
+//! significant one (see the thresholds below), and enough spans on both
+//! sides. The best split of a step change is the step itself: a split
+//! left or right of it mixes changed and unchanged buckets into one side
+//! and dilutes the difference.
+
+use crate::query::sketch::Sketch;
+
+use super::series::Bucket;
+
+/// Spans needed on each side of a split.
+pub const MIN_SPANS: u64 = 10;
+/// Buckets with spans needed after a split: one busy minute alone is a
+/// blip, not a regression.
+pub const MIN_AFTER_BUCKETS: usize = 2;
+/// Minimal z score when searching (one-sided; many splits and series are
+/// tried, so it is far above the usual 2–3).
+pub const MIN_Z: f64 = 5.0;
+/// Minimal z score of a fixed split: one test per series (p ≈ 0.001).
+pub const MIN_Z_FIXED: f64 = 3.0;
+/// Errors: the after rate must exceed the before rate by this much
+/// (absolute) and be at least `ERROR_FACTOR` times it.
+pub const ERROR_RATE_DELTA: f64 = 0.05;
+pub const ERROR_FACTOR: f64 = 2.0;
+/// Errors needed after the split.
+pub const MIN_ERRORS: u64 = 5;
+/// Latency: the after p50 or p95 at least this many times the before one.
+pub const LATENCY_FACTOR: f64 = 1.5;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Errors,
+    Latency,
+}
+
+/// Counts of one side of a split.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Side {
+    pub spans: u64,
+    pub errors: u64,
+    pub durations: Sketch,
+}
+
+impl Side {
+    pub fn error_rate(&self) -> f64 {
+        if self.spans == 0 {
+            0.0
+        } else {
+            self.errors as f64 / self.spans as f64
+        }
+    }
+
+    fn add(&mut self, b: &Bucket) {
+        self.spans += b.count;
+        self.errors += b.errors;
+        self.durations.merge(&b.durations);
+    }
+}
+
+/// A change found in one series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub kind: Kind,
+    /// The first bucket after the change.
+    pub at: usize,
+    pub z: f64,
+    pub before: Side,
+    pub after: Side,
+}
+
+/// Where the split may go: anywhere (change detection), or at one fixed
+/// bucket (the `--last/--baseline` form: the baseline is before, the
+/// current window after).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    Search,
+    At(usize),
+}
+
+/// The error and latency changes of one series (at most one of each).
+pub fn detect(series: &[Bucket], split: Split) -> Vec<Change> {
+    let n = series.len();
+    let total: u64 = series.iter().map(|b| b.count).sum();
+    if n < 2 || total < 2 * MIN_SPANS {
+        return Vec::new();
+    }
+    // Sides of every split k (before = ..k, after = k..), built
+    // incrementally: O(n) sketch merges each way.
+    let mut before = vec![Side::default(); n + 1];
+    for k in 1..=n {
+        let mut s = before[k - 1].clone();
+        s.add(&series[k - 1]);
+        before[k] = s;
+    }
+    let mut after = vec![Side::default(); n + 1];
+    let mut busy_after = vec![0usize; n + 1];
+    for k in (0..n).rev() {
+        let mut s = after[k + 1].clone();
+        s.add(&series[k]);
+        after[k] = s;
+        busy_after[k] = busy_after[k + 1] + (series[k].count > 0) as usize;
+    }
+    let splits: Vec<usize> = match split {
+        Split::Search => (1..n).collect(),
+        Split::At(k) if k >= 1 && k < n => vec![k],
+        Split::At(_) => Vec::new(),
+    };
+    let min_z = if split == Split::Search { MIN_Z } else { MIN_Z_FIXED };
+    let mut best: [Option<Change>; 2] = [None, None];
+    for k in splits {
+        let (b, a) = (&before[k], &after[k]);
+        if b.spans < MIN_SPANS || a.spans < MIN_SPANS {
+            continue;
+        }
+        if split == Split::Search && busy_after[k] < MIN_AFTER_BUCKETS {
+            continue;
+        }
+        for (slot, score) in [(0, error_z(b, a)), (1, latency_z(b, a))] {
+            let Some(z) = score else { continue };
+            if z >= min_z && best[slot].as_ref().is_none_or(|c| z > c.z) {
+                best[slot] = Some(Change {
+                    kind: if slot == 0 { Kind::Errors } else { Kind::Latency },
+                    at: k,
+                    z,
+                    before: b.clone(),
+                    after: a.clone(),
+                });
+            }
+        }
+    }
+    best.into_iter().flatten().collect()
+}
+
+/// The z score of an error-rate rise from `b` to `a`, if the rise is big
+/// enough to matter.
+fn error_z(b: &Side, a: &Side) -> Option<f64> {
+    let (pb, pa) = (b.error_rate(), a.error_rate());
+    if a.errors < MIN_ERRORS || pa < pb + ERROR_RATE_DELTA || pa < ERROR_FACTOR * pb {
+        return None;
+    }
+    let p = (a.errors + b.errors) as f64 / (a.spans + b.spans) as f64;
+    let se = (p * (1.0 - p) * (1.0 / a.spans as f64 + 1.0 / b.spans as f64)).sqrt();
+    Some(if se > 0.0 { (pa - pb) / se } else { f64::INFINITY })
+}
+
+/// The z score of a latency rise from `b` to `a` (the stronger of the p50
+/// and p95 tests), if the after p50 or p95 grew by [`LATENCY_FACTOR`].
+fn latency_z(b: &Side, a: &Side) -> Option<f64> {
+    let (b50, b95) = (b.durations.quantile(0.5), b.durations.quantile(0.95));
+    let (a50, a95) = (a.durations.quantile(0.5), a.durations.quantile(0.95));
+    let grew = |after: u64, before: u64| after as f64 >= LATENCY_FACTOR * before.max(1) as f64;
+    if !grew(a50, b50) && !grew(a95, b95) {
+        return None;
+    }
+    let n = a.durations.count() as f64;
+    if n == 0.0 {
+        return None;
+    }
+    let z = |above: u64, expected: f64| (above as f64 / n - expected) / (expected * (1.0 - expected) / n).sqrt();
+    let z95 = z(a.durations.count_above(b95), 0.05);
+    let z50 = z(a.durations.count_above(b50), 0.5);
+    Some(z95.max(z50))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::query::sketch::coarse;
+
+    /// A series of `n` buckets of `per` spans each, the bucket at `i`
+    /// given durations and errors by `f(i, j)`.
+    fn series(n: usize, per: u64, f: impl Fn(usize, u64) -> (u64, bool)) -> Vec<Bucket> {
+        (0..n)
+            .map(|i| {
+                let mut b = Bucket::default();
+                for j in 0..per {
+                    let (d, e) = f(i, j);
+                    b.count += 1;
+                    b.errors += e as u64;
+                    b.durations.add(coarse(d));
+                }
+                b
+            })
+            .collect()
+    }
+
+    /// A deterministic spread of durations around `base` (±40%).
+    fn jitter(base: u64, j: u64) -> u64 {
+        let x = (j.wrapping_mul(2654435761) % 1000) as f64 / 1000.0;
+        (base as f64 * (0.6 + 0.8 * x)) as u64
+    }
+
+    #[test]
+    fn a_latency_step_is_found_where_it_happened() {
+        let s = series(60, 30, |i, j| {
+            (jitter(if i >= 37 { 8_000_000 } else { 1_000_000 }, j), false)
+        });
+        let c = detect(&s, Split::Search);
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert_eq!((c[0].kind, c[0].at), (Kind::Latency, 37));
+        assert!(c[0].after.durations.quantile(0.5) > 6 * c[0].before.durations.quantile(0.5));
+    }
+
+    #[test]
+    fn an_error_step_is_found_where_it_happened() {
+        // 1% errors, then 30% from bucket 12.
+        let s = series(60, 40, |i, j| {
+            let rate = if i >= 12 { 30 } else { 1 };
+            (jitter(1_000_000, j), (j * 7 + i as u64) % 100 < rate)
+        });
+        let c = detect(&s, Split::Search);
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert_eq!(c[0].kind, Kind::Errors);
+        assert!((11..=13).contains(&c[0].at), "{}", c[0].at);
+    }
+
+    #[test]
+    fn a_quiet_series_has_no_change() {
+        let s = series(60, 30, |i, j| {
+            (jitter(2_000_000, j + i as u64 * 31), (j + i as u64).is_multiple_of(97))
+        });
+        assert!(detect(&s, Split::Search).is_empty());
+    }
+
+    #[test]
+    fn a_one_minute_blip_mid_hour_is_not_a_regression() {
+        let s = series(60, 30, |i, j| {
+            (jitter(if i == 30 { 9_000_000 } else { 1_000_000 }, j), false)
+        });
+        assert!(detect(&s, Split::Search).is_empty(), "{:?}", detect(&s, Split::Search));
+    }
+
+    #[test]
+    fn a_fixed_split_judges_that_split_alone() {
+        // The last minute slowed down: the search puts the change in the
+        // last two minutes (its minimum), the fixed split exactly at it.
+        let s = series(60, 30, |i, j| {
+            (jitter(if i == 59 { 9_000_000 } else { 1_000_000 }, j), false)
+        });
+        let c = detect(&s, Split::At(59));
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].at, 59);
+        assert_eq!(detect(&s, Split::Search)[0].at, 58);
+        assert!(detect(&s, Split::At(20)).is_empty());
+    }
+
+    #[test]
+    fn too_few_spans_judge_nothing() {
+        // 8 spans before the step: short of MIN_SPANS; 10 would do.
+        let s = series(20, 2, |i, j| {
+            (jitter(if i >= 4 { 9_000_000 } else { 1_000_000 }, j), i >= 4)
+        });
+        assert!(detect(&s, Split::At(4)).is_empty());
+        assert_eq!(detect(&s, Split::At(5)).len(), 2);
+    }
+}
