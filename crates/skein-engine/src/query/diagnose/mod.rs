@@ -176,7 +176,9 @@ pub fn diagnose(
     }
     let changes_found = changes.len();
     changes.sort_by(|a, b| rank(&b.2).total_cmp(&rank(&a.2)).then((&a.0, &a.1).cmp(&(&b.0, &b.1))));
-    changes.truncate(MAX_ANALYZED);
+    // Ranking puts causes first, which takes the analysis: analyse twice
+    // the findings asked for, the strongest first.
+    changes.truncate((2 * req.limit).clamp(4, MAX_ANALYZED));
     let mut findings = Vec::with_capacity(changes.len());
     for (service, op, c) in changes {
         findings.push(analyze(spans, logs, &series, req, &service, &op, &c)?);
