@@ -95,62 +95,108 @@ pub enum Split {
 }
 
 /// The error and latency changes of one series (at most one of each).
+///
+/// Every test of a split is O(1) from prefix sums (spans, errors, spans
+/// above each latency threshold per bucket), so a series costs O(buckets)
+/// plus sketch work for the few splits that score high enough: hundreds
+/// of operations an hour stay a few milliseconds.
 pub fn detect(series: &[Bucket], split: Split) -> Vec<Change> {
     let n = series.len();
     let total: u64 = series.iter().map(|b| b.count).sum();
     if n < 2 || total < 2 * MIN_SPANS {
         return Vec::new();
     }
-    // Sides of every split k (before = ..k, after = k..), built
-    // incrementally: O(n) sketch merges each way.
-    let mut before = vec![Side::default(); n + 1];
-    for k in 1..=n {
-        let mut s = before[k - 1].clone();
-        s.add(&series[k - 1]);
-        before[k] = s;
+    // Thresholds of the latency tests: quantiles of the whole series, the
+    // same for every split.
+    let mut all = Sketch::new();
+    for b in series {
+        all.merge(&b.durations);
     }
-    let mut after = vec![Side::default(); n + 1];
-    let mut busy_after = vec![0usize; n + 1];
-    for k in (0..n).rev() {
-        let mut s = after[k + 1].clone();
-        s.add(&series[k]);
-        after[k] = s;
-        busy_after[k] = busy_after[k + 1] + (series[k].count > 0) as usize;
-    }
+    let thresholds = [all.quantile(0.5), all.quantile(0.9)];
+    let prefix = |f: &dyn Fn(&Bucket) -> u64| -> Vec<u64> {
+        let mut v = Vec::with_capacity(n + 1);
+        v.push(0);
+        for b in series {
+            v.push(v[v.len() - 1] + f(b));
+        }
+        v
+    };
+    let spans = prefix(&|b| b.count);
+    let errors = prefix(&|b| b.errors);
+    let busy = prefix(&|b| (b.count > 0) as u64);
+    let above: Vec<Vec<u64>> = thresholds
+        .iter()
+        .map(|&t| prefix(&|b| b.durations.count_above(t)))
+        .collect();
     let splits: Vec<usize> = match split {
         Split::Search => (1..n).collect(),
         Split::At(k) if k >= 1 && k < n => vec![k],
         Split::At(_) => Vec::new(),
     };
     let min_z = if split == Split::Search { MIN_Z } else { MIN_Z_FIXED };
-    // Thresholds of the latency tests: quantiles of the whole series,
-    // the same for every split.
-    let all = &before[n].durations;
-    let thresholds = [all.quantile(0.5), all.quantile(0.9)];
-    let mut best: [Option<Change>; 2] = [None, None];
+    let mut error_best: Option<(f64, usize)> = None;
+    let mut latency: Vec<(f64, usize)> = Vec::new();
     for k in splits {
-        let (b, a) = (&before[k], &after[k]);
-        if b.spans < MIN_SPANS || a.spans < MIN_SPANS {
+        let (nb, na) = (spans[k], spans[n] - spans[k]);
+        if nb < MIN_SPANS || na < MIN_SPANS {
             continue;
         }
-        if split == Split::Search && busy_after[k] < MIN_AFTER_BUCKETS {
+        if split == Split::Search && ((busy[n] - busy[k]) as usize) < MIN_AFTER_BUCKETS {
             continue;
         }
-        for (slot, score) in [(0, error_z(b, a)), (1, latency_z(b, a, thresholds))] {
-            let Some(z) = score else { continue };
-            if z >= min_z && best[slot].as_ref().is_none_or(|c| z > c.z) {
-                best[slot] = Some(Change {
-                    kind: if slot == 0 { Kind::Errors } else { Kind::Latency },
-                    at: k,
-                    z,
-                    before: b.clone(),
-                    after: a.clone(),
-                });
-            }
+        let (xb, xa) = (errors[k], errors[n] - errors[k]);
+        if let Some(z) = error_z(xa, na, xb, nb)
+            && z >= min_z
+            && error_best.is_none_or(|(best, _)| z > best)
+        {
+            error_best = Some((z, k));
+        }
+        let z = above
+            .iter()
+            .map(|p| two_proportion_z(p[n] - p[k], na, p[k], nb))
+            .fold(0.0, f64::max);
+        if z >= min_z {
+            latency.push((z, k));
         }
     }
-    best.into_iter().flatten().collect()
+    let sides = |k: usize| -> (Side, Side) {
+        let (mut b, mut a) = (Side::default(), Side::default());
+        series[..k].iter().for_each(|x| b.add(x));
+        series[k..].iter().for_each(|x| a.add(x));
+        (b, a)
+    };
+    let mut out = Vec::new();
+    if let Some((z, at)) = error_best {
+        let (before, after) = sides(at);
+        out.push(Change {
+            kind: Kind::Errors,
+            at,
+            z,
+            before,
+            after,
+        });
+    }
+    // The strongest latency split whose effect is big enough too (a few
+    // are tried: the effect check needs the sides' sketches).
+    latency.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+    for &(z, at) in latency.iter().take(LATENCY_CANDIDATES) {
+        let (before, after) = sides(at);
+        if latency_grew(&before, &after) {
+            out.push(Change {
+                kind: Kind::Latency,
+                at,
+                z,
+                before,
+                after,
+            });
+            break;
+        }
+    }
+    out
 }
+
+/// Latency splits checked for their effect, best z first.
+const LATENCY_CANDIDATES: usize = 8;
 
 /// One-sided z score of `xa` of `na` against `xb` of `nb` (is the first
 /// share higher?), from the likelihood-ratio test of two binomials: the
@@ -180,34 +226,20 @@ fn log_likelihood(x: u64, n: u64) -> f64 {
     xlnp(x) + xlnp(n - x)
 }
 
-/// The z score of an error-rate rise from `b` to `a`, if the rise is big
-/// enough to matter.
-fn error_z(b: &Side, a: &Side) -> Option<f64> {
-    let (pb, pa) = (b.error_rate(), a.error_rate());
-    if a.errors < MIN_ERRORS || pa < pb + ERROR_RATE_DELTA || pa < ERROR_FACTOR * pb {
+/// The z score of an error-rate rise from `xb` of `nb` to `xa` of `na`,
+/// if the rise is big enough to matter.
+fn error_z(xa: u64, na: u64, xb: u64, nb: u64) -> Option<f64> {
+    let (pb, pa) = (xb as f64 / nb as f64, xa as f64 / na as f64);
+    if xa < MIN_ERRORS || pa < pb + ERROR_RATE_DELTA || pa < ERROR_FACTOR * pb {
         return None;
     }
-    Some(two_proportion_z(a.errors, a.spans, b.errors, b.spans))
+    Some(two_proportion_z(xa, na, xb, nb))
 }
 
-/// The z score of a latency rise from `b` to `a` (the stronger of the
-/// tests at each threshold), if the after p50 or p95 grew by
-/// [`LATENCY_FACTOR`].
-fn latency_z(b: &Side, a: &Side, thresholds: [u64; 2]) -> Option<f64> {
-    let (b50, b95) = (b.durations.quantile(0.5), b.durations.quantile(0.95));
-    let (a50, a95) = (a.durations.quantile(0.5), a.durations.quantile(0.95));
-    let grew = |after: u64, before: u64| after as f64 >= LATENCY_FACTOR * before.max(1) as f64;
-    if !grew(a50, b50) && !grew(a95, b95) {
-        return None;
-    }
-    let (na, nb) = (a.durations.count(), b.durations.count());
-    if na == 0 || nb == 0 {
-        return None;
-    }
-    thresholds
-        .iter()
-        .map(|&t| two_proportion_z(a.durations.count_above(t), na, b.durations.count_above(t), nb))
-        .max_by(f64::total_cmp)
+/// Whether the after p50 or p95 grew by [`LATENCY_FACTOR`].
+fn latency_grew(b: &Side, a: &Side) -> bool {
+    let grew = |q: f64| a.durations.quantile(q) as f64 >= LATENCY_FACTOR * b.durations.quantile(q).max(1) as f64;
+    grew(0.5) || grew(0.95)
 }
 
 #[cfg(test)]
