@@ -108,10 +108,7 @@ pub fn detect(series: &[Bucket], split: Split) -> Vec<Change> {
     }
     // Thresholds of the latency tests: quantiles of the whole series, the
     // same for every split.
-    let mut all = Sketch::new();
-    for b in series {
-        all.merge(&b.durations);
-    }
+    let all = Sketch::merged(series.iter().map(|b| &b.durations));
     let thresholds = [all.quantile(0.5), all.quantile(0.9)];
     let prefix = |f: &dyn Fn(&Bucket) -> u64| -> Vec<u64> {
         let mut v = Vec::with_capacity(n + 1);
