@@ -98,11 +98,13 @@ fn e2e_and_ladder_write_a_complete_verified_report() {
     let level = &ladder["levels"][0];
     assert_eq!(level["rows"], 100_000);
     let queries = level["queries"].as_array().unwrap();
-    assert_eq!(queries.len(), 7);
-    assert!(
-        queries.iter().any(|q| q["name"] == "log full-text search"),
-        "the dashboard set has the full-text query: {queries:?}"
-    );
+    assert_eq!(queries.len(), 8);
+    for name in ["log full-text search", "diagnosis (anomalies, 1h look-back)"] {
+        assert!(
+            queries.iter().any(|q| q["name"] == name),
+            "the dashboard set has {name}: {queries:?}"
+        );
+    }
 
     let md = std::fs::read_to_string(dir.path().join("BENCHMARKS.md")).unwrap();
     for section in [
