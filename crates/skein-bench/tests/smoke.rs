@@ -115,3 +115,27 @@ fn e2e_and_ladder_write_a_complete_verified_report() {
         assert!(md.contains(section), "BENCHMARKS.md lacks {section:?}");
     }
 }
+
+#[test]
+fn mcp_mode_measures_rest_and_mcp_get_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let skein = skein_bin();
+    bench(&[
+        "mcp",
+        "--skein-bin",
+        skein.to_str().unwrap(),
+        "--calls",
+        "20",
+        "--out",
+        out,
+    ]);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("benchmarks.json")).unwrap()).unwrap();
+    let r = &json["mcp"]["results"];
+    assert_eq!(r["rest_get_trace"]["samples"], 20);
+    assert_eq!(r["mcp_get_trace"]["samples"], 20);
+    assert!(r["mcp_get_trace"]["p50_ms"].as_f64().unwrap() > 0.0);
+    let md = std::fs::read_to_string(dir.path().join("BENCHMARKS.md")).unwrap();
+    assert!(md.contains("## MCP tool call overhead"), "{md}");
+}
