@@ -320,6 +320,20 @@ mod tests {
     }
 
     #[test]
+    fn the_mcp_budget_comes_from_the_flag_and_the_skill_is_passed_on() {
+        let c = build_config(&ServeArgs::default()).unwrap().0;
+        assert_eq!(c.mcp_max_bytes, 16 * 1024);
+        assert!(c.skill.is_some_and(|s| s.contains("skein")));
+        let mut args = ServeArgs {
+            mcp_max_bytes: Some("64KiB".into()),
+            ..Default::default()
+        };
+        assert_eq!(build_config(&args).unwrap().0.mcp_max_bytes, 64 << 10);
+        args.mcp_max_bytes = Some("0".into());
+        assert!(build_config(&args).unwrap_err().starts_with("--mcp-max-bytes: "));
+    }
+
+    #[test]
     fn hot_max_age_comes_from_the_flag_or_the_file() {
         assert_eq!(parse_age("500ms").unwrap(), Duration::from_millis(500));
         assert_eq!(parse_age("5m").unwrap(), Duration::from_secs(300));
