@@ -27,6 +27,11 @@ fn bench(args: &[&str]) {
     );
 }
 
+/// The report a run wrote into `dir`.
+fn report(dir: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("benchmarks.json")).unwrap()).unwrap()
+}
+
 #[test]
 fn e2e_and_ladder_write_a_complete_verified_report() {
     let dir = tempfile::tempdir().unwrap();
@@ -58,8 +63,7 @@ fn e2e_and_ladder_write_a_complete_verified_report() {
         out,
     ]);
 
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("benchmarks.json")).unwrap()).unwrap();
+    let json = report(dir.path());
     let e2e = &json["e2e"];
     assert_eq!(e2e["corpus"]["spans"], 20000);
     assert!(e2e["results"]["ingest"]["spans_per_sec"].as_f64().unwrap() > 0.0);

@@ -32,20 +32,22 @@ fn require_client(what: &str, missing: Option<String>, install: &str) {
     }
 }
 
-fn python_missing(root: &Path) -> Option<String> {
-    let out = Command::new("python3")
-        .current_dir(root)
-        .args([
-            "-c",
-            "import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.grpc, \
-             opentelemetry.exporter.otlp.proto.http, google.protobuf",
-        ])
-        .output();
+/// Why python3 cannot run `code` (an import line), or None when it can.
+fn python_cannot(root: &Path, code: &str) -> Option<String> {
+    let out = Command::new("python3").current_dir(root).args(["-c", code]).output();
     match out {
         Err(e) => Some(format!("cannot run python3: {e}")),
         Ok(o) if !o.status.success() => Some(String::from_utf8_lossy(&o.stderr).trim().to_string()),
         Ok(_) => None,
     }
+}
+
+fn python_missing(root: &Path) -> Option<String> {
+    python_cannot(
+        root,
+        "import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.grpc, \
+         opentelemetry.exporter.otlp.proto.http, google.protobuf",
+    )
 }
 
 fn node_missing(root: &Path) -> Option<String> {
@@ -154,15 +156,7 @@ fn opentelemetry_js_sdk_over_http_json() {
 }
 
 fn genai_missing(root: &Path, module: &str) -> Option<String> {
-    let out = Command::new("python3")
-        .current_dir(root)
-        .args(["-c", &format!("import openai, opentelemetry.sdk, {module}")])
-        .output();
-    match out {
-        Err(e) => Some(format!("cannot run python3: {e}")),
-        Ok(o) if !o.status.success() => Some(String::from_utf8_lossy(&o.stderr).trim().to_string()),
-        Ok(_) => None,
-    }
+    python_cannot(root, &format!("import openai, opentelemetry.sdk, {module}"))
 }
 
 /// A GenAI instrumentation of the OpenAI client exports two model calls, a
@@ -212,18 +206,10 @@ fn genai_openllmetry_openai_instrumentation() {
 }
 
 fn mcp_missing(root: &Path) -> Option<String> {
-    let out = Command::new("python3")
-        .current_dir(root)
-        .args([
-            "-c",
-            "import mcp, jsonschema, httpx; from mcp import Client, StdioServerParameters",
-        ])
-        .output();
-    match out {
-        Err(e) => Some(format!("cannot run python3: {e}")),
-        Ok(o) if !o.status.success() => Some(String::from_utf8_lossy(&o.stderr).trim().to_string()),
-        Ok(_) => None,
-    }
+    python_cannot(
+        root,
+        "import mcp, jsonschema, httpx; from mcp import Client, StdioServerParameters",
+    )
 }
 
 /// The official MCP Python SDK drives `skein mcp` over stdio and `/mcp` of

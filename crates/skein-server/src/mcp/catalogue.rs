@@ -147,32 +147,40 @@ const SEARCH_SPANS: [Param; 17] = concat(
     [opt("trace_id", Kind::TraceId, "Only spans of this trace.")],
 );
 
+/// What a tool is unless it says otherwise: no arguments passed on, the
+/// API's answer as it is, no list.
+const TOOL: ToolSpec = ToolSpec {
+    name: "",
+    title: "",
+    description: "",
+    params: &[],
+    open: false,
+    path: &[],
+    shape: Shape::Plain,
+    limits: None,
+    paging: Paging::None,
+    list: None,
+    keys: &[],
+};
+
 pub const TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "status",
         title: "Server status",
         description: "Is Skein up and ready, and what does it hold: records, spans, logs, metric points, parts, bytes on disk, memory, uptime, faults. Call first when other tools fail.",
         params: &[],
-        open: false,
         path: &[Seg::Lit("stats")],
         shape: Shape::Status,
-        limits: None,
-        paging: Paging::None,
-        list: None,
         keys: &[("ready", "boolean"), ("status", "string")],
+        ..TOOL
     },
     ToolSpec {
         name: "summarize",
         title: "Summarize a window",
         description: "What happened in a window (default the last hour): spans, traces, error spans, latency percentiles, the busiest services, the failing operations, logs by severity, metric series. The overview to start debugging from; then find_anomalies, list_services or search_spans.",
         params: &[SERVICE, LAST, SINCE, UNTIL, EXPLAIN],
-        open: false,
         path: &[Seg::Lit("summary")],
-        shape: Shape::Plain,
-        limits: None,
-        paging: Paging::None,
-        list: None,
-        keys: &[],
+        ..TOOL
     },
     ToolSpec {
         name: "find_anomalies",
@@ -191,24 +199,22 @@ pub const TOOLS: &[ToolSpec] = &[
         ],
         open: true,
         path: &[Seg::Lit("anomalies")],
-        shape: Shape::Plain,
         limits: Some(Limits { default: 20, max: 100 }),
         paging: Paging::Made,
         list: Some("findings|anomalies"),
-        keys: &[],
+        ..TOOL
     },
     ToolSpec {
         name: "list_services",
         title: "List services",
         description: "Every service with RED metrics over a window (default the last hour): spans, traces, errors, error rate, p50/p95/p99 latency, rate. Then list_operations for one service.",
         params: &[LAST, SINCE, UNTIL, LIMIT, CURSOR],
-        open: false,
         path: &[Seg::Lit("services")],
-        shape: Shape::Plain,
         limits: Some(Limits { default: 50, max: 500 }),
         paging: Paging::Made,
         list: Some("services"),
         keys: &[("services", "array")],
+        ..TOOL
     },
     ToolSpec {
         name: "list_operations",
@@ -222,39 +228,36 @@ pub const TOOLS: &[ToolSpec] = &[
             LIMIT,
             CURSOR,
         ],
-        open: false,
         path: &[Seg::Lit("services"), Seg::Arg("service"), Seg::Lit("operations")],
-        shape: Shape::Plain,
         limits: Some(Limits { default: 50, max: 500 }),
         paging: Paging::Made,
         list: Some("operations"),
         keys: &[("operations", "array")],
+        ..TOOL
     },
     ToolSpec {
         name: "search_traces",
         title: "Search traces",
         description: "Traces with at least one span matching the filters, newest first, one summary each (root, duration, services, span and error counts; no spans). Then get_trace on one.",
         params: &SEARCH_TRACES,
-        open: false,
         path: &[Seg::Lit("traces")],
-        shape: Shape::Plain,
         limits: Some(Limits { default: 20, max: 100 }),
         paging: Paging::Api,
         list: Some("traces"),
         keys: &[("traces", "array")],
+        ..TOOL
     },
     ToolSpec {
         name: "search_spans",
         title: "Search spans",
         description: "Spans matching the filters, newest first, with attributes, events and status. Large values appear as {\"$payload\": ref, \"bytes\", \"preview\"}.",
         params: &SEARCH_SPANS,
-        open: false,
         path: &[Seg::Lit("spans")],
-        shape: Shape::Plain,
         limits: Some(Limits { default: 20, max: 100 }),
         paging: Paging::Api,
         list: Some("spans"),
         keys: &[("spans", "array")],
+        ..TOOL
     },
     ToolSpec {
         name: "search_logs",
@@ -283,13 +286,12 @@ pub const TOOLS: &[ToolSpec] = &[
             LIMIT,
             CURSOR,
         ],
-        open: false,
         path: &[Seg::Lit("logs")],
-        shape: Shape::Plain,
         limits: Some(Limits { default: 50, max: 200 }),
         paging: Paging::Api,
         list: Some("logs"),
         keys: &[("logs", "array")],
+        ..TOOL
     },
     ToolSpec {
         name: "get_trace",
@@ -306,7 +308,6 @@ pub const TOOLS: &[ToolSpec] = &[
             LIMIT,
             CURSOR,
         ],
-        open: false,
         path: &[Seg::Lit("traces"), Seg::Arg("trace_id")],
         shape: Shape::TraceTree,
         limits: Some(Limits {
@@ -321,6 +322,7 @@ pub const TOOLS: &[ToolSpec] = &[
             ("errors", "array"),
             ("spans", "array"),
         ],
+        ..TOOL
     },
     ToolSpec {
         name: "get_span",
@@ -330,20 +332,16 @@ pub const TOOLS: &[ToolSpec] = &[
             TRACE_ID,
             routed("span_id", Kind::SpanId, To::Local, "The span id: 16 hex digits."),
         ],
-        open: false,
         path: &[Seg::Lit("traces"), Seg::Arg("trace_id")],
         shape: Shape::OneSpan,
-        limits: None,
-        paging: Paging::None,
-        list: None,
         keys: &[("span", "object")],
+        ..TOOL
     },
     ToolSpec {
         name: "correlate",
         title: "Correlate a trace",
         description: "A trace with what happened around it: its compact summary (critical path, errors), its logs, and its services' metric points in the trace's window (± 1 minute).",
         params: &[TRACE_ID, LIMIT, CURSOR],
-        open: false,
         path: &[Seg::Lit("correlate"), Seg::Arg("trace_id")],
         shape: Shape::Correlated,
         limits: Some(Limits {
@@ -353,6 +351,7 @@ pub const TOOLS: &[ToolSpec] = &[
         paging: Paging::Made,
         list: Some("logs"),
         keys: &[("trace", "object"), ("logs", "array"), ("metrics", "array")],
+        ..TOOL
     },
     ToolSpec {
         name: "query_metrics",
@@ -369,9 +368,7 @@ pub const TOOLS: &[ToolSpec] = &[
             LIMIT,
             CURSOR,
         ],
-        open: false,
         path: &[Seg::Lit("metrics")],
-        shape: Shape::Plain,
         limits: Some(Limits {
             default: 100,
             max: 1000,
@@ -379,6 +376,7 @@ pub const TOOLS: &[ToolSpec] = &[
         paging: Paging::Api,
         list: Some("points"),
         keys: &[("points", "array")],
+        ..TOOL
     },
     ToolSpec {
         name: "llm_usage",
@@ -402,26 +400,24 @@ pub const TOOLS: &[ToolSpec] = &[
             LIMIT,
             CURSOR,
         ],
-        open: false,
         path: &[Seg::Lit("llm"), Seg::Lit("usage")],
-        shape: Shape::Plain,
         limits: Some(Limits { default: 50, max: 500 }),
         paging: Paging::Made,
         list: Some("groups"),
         keys: &[("groups", "array")],
+        ..TOOL
     },
     ToolSpec {
         name: "list_sessions",
         title: "List sessions",
         description: "Agent sessions (conversations), most recent first: traces, spans, LLM calls, tokens, cost, errors, models, agents. Then get_session on one.",
         params: &[LAST, SINCE, UNTIL, LIMIT, CURSOR],
-        open: false,
         path: &[Seg::Lit("sessions")],
-        shape: Shape::Plain,
         limits: Some(Limits { default: 20, max: 200 }),
         paging: Paging::Api,
         list: Some("sessions"),
         keys: &[("sessions", "array")],
+        ..TOOL
     },
     ToolSpec {
         name: "get_session",
@@ -435,13 +431,12 @@ pub const TOOLS: &[ToolSpec] = &[
             LIMIT,
             CURSOR,
         ],
-        open: false,
         path: &[Seg::Lit("sessions"), Seg::Arg("session_id")],
-        shape: Shape::Plain,
         limits: Some(Limits { default: 50, max: 500 }),
         paging: Paging::Made,
         list: Some("turns"),
         keys: &[("turns", "array")],
+        ..TOOL
     },
 ];
 

@@ -14,7 +14,7 @@ use skein_server::mcp::backend::{Answer, Backend, BoxFuture, Request, parse_answ
 use skein_server::mcp::{McpOptions, SkeinMcp};
 
 use super::Ctx;
-use super::client::{CliError, CliResult, Exit};
+use super::client::{CliError, CliResult, Exit, root_cause, server_url};
 use super::output::write_stdout;
 
 #[derive(Args, Debug)]
@@ -56,35 +56,11 @@ pub fn run(ctx: &Ctx, args: &McpArgs) -> CliResult<Exit> {
     }
 }
 
-/// The server's API address, checked as the other client commands check it.
-fn base_url(server: &str) -> CliResult<Url> {
-    let base = Url::parse(server).map_err(|e| {
-        CliError::usage(format!(
-            "--server {server:?} is not a URL ({e}); e.g. http://127.0.0.1:7700"
-        ))
-    })?;
-    if base.scheme() != "http" || base.cannot_be_a_base() {
-        return Err(CliError::usage(format!(
-            "--server {server:?}: use an http:// URL, e.g. http://127.0.0.1:7700"
-        )));
-    }
-    Ok(base)
-}
-
 /// The tools' backend in `skein mcp`: the REST API of a server over HTTP.
 struct HttpBackend {
     base: Url,
     http: reqwest::Client,
     token: Option<String>,
-}
-
-/// The innermost error: `Connection refused (os error 111)`.
-fn root_cause(e: &dyn std::error::Error) -> String {
-    let mut cur = e;
-    while let Some(inner) = cur.source() {
-        cur = inner;
-    }
-    cur.to_string()
 }
 
 impl HttpBackend {
@@ -130,7 +106,7 @@ impl Backend for HttpBackend {
 
 fn serve_stdio(ctx: &Ctx, args: &McpArgs) -> CliResult<Exit> {
     let g = &ctx.global;
-    let base = base_url(&g.server)?;
+    let base = server_url(&g.server)?;
     let http = reqwest::Client::builder()
         .timeout(g.timeout)
         .connect_timeout(g.timeout.min(Duration::from_secs(10)))
@@ -196,7 +172,7 @@ fn toml_string(s: &str) -> String {
 
 fn config(ctx: &Ctx, args: &ConfigArgs) -> CliResult<Exit> {
     let server = ctx.global.server.trim_end_matches('/').to_string();
-    base_url(&server)?;
+    server_url(&server)?;
     let exe = std::env::current_exe()
         .ok()
         .and_then(|p| p.to_str().map(str::to_string))
