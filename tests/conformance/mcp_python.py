@@ -305,6 +305,12 @@ async def main():
     async with Client(f"{a.api}/mcp") as client:
         await exercise(client, "streamable HTTP", a.http_max_bytes)
     dns_rebinding(a.api)
+    # No server behind skein mcp: tool errors that say so, not a dead session.
+    nobody = StdioServerParameters(command=a.skein, args=["mcp", "--server", "http://127.0.0.1:1"])
+    async with Client(nobody) as client:
+        for _ in range(2):
+            await call_error(client, "status", {}, "cannot reach the Skein server")
+    print("stdio without a server: isError results naming the server")
 
 
 asyncio.run(main())
