@@ -192,7 +192,7 @@ async def exercise(client, transport, max_bytes):
     calls = {
         "status": {},
         "summarize": {"last": "1h"},
-        "find_anomalies": {},
+        "find_anomalies": {"lookback": "1h"},
         "list_services": {"last": "1h"},
         "list_operations": {"service": "checkout", "last": "1h"},
         "search_traces": {"service": "checkout", "last": "1h"},
@@ -211,6 +211,8 @@ async def exercise(client, transport, max_bytes):
     for name, args in calls.items():
         results[name] = (await call_ok(client, schemas, name, args)).structured_content["untrusted_telemetry"]
     check(results["status"]["ready"] is True, "status: ready")
+    check(isinstance(results["find_anomalies"].get("findings"), list), f"find_anomalies: {results['find_anomalies']}")
+    await call_ok(client, schemas, "find_anomalies", {})
     check(len(results["list_services"]["services"]) >= 5, f"list_services: {results['list_services']}")
     tree = results["get_trace"]
     all_spans, _, _ = await follow(client, schemas, "get_trace", {"trace_id": TRACE}, "spans")
@@ -255,6 +257,7 @@ async def exercise(client, transport, max_bytes):
 
     # Errors are results naming the argument; the session goes on.
     await call_error(client, "find_anomalies", {"lookback": "5parsecs"}, "lookback")
+    await call_error(client, "find_anomalies", {"lookback": "1h", "last": "5m"}, "lookback")
     await call_error(client, "get_trace", {"trace_id": "not-a-trace"}, "trace_id")
     await call_error(client, "get_trace", {}, "trace_id")
     await call_error(client, "get_trace", {"trace_id": "0" * 31 + "1"}, "not found")

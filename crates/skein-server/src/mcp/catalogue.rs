@@ -42,6 +42,9 @@ pub struct ToolSpec {
     pub shape: Shape,
     pub limits: Option<Limits>,
     pub paging: Paging,
+    /// For a list paged here (`Paging::Made`) whose API still takes a
+    /// `limit` (up to this): ask for the items up to the page's end.
+    pub api_limit: Option<usize>,
     /// The key of the answer's main list: what a budget cuts and a cursor
     /// pages (`a|b`: the first of these the answer has).
     pub list: Option<&'static str>,
@@ -159,6 +162,7 @@ const TOOL: ToolSpec = ToolSpec {
     shape: Shape::Plain,
     limits: None,
     paging: Paging::None,
+    api_limit: None,
     list: None,
     keys: &[],
 };
@@ -185,22 +189,34 @@ pub const TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "find_anomalies",
         title: "Find anomalies",
-        description: "What regressed: services and operations whose error rate or latency changed within the look-back, with when it started, the likely cause, the evidence (error messages, changed attributes such as service.version) and exemplar trace ids to read with get_trace. Unknown arguments are passed on to GET /api/v1/anomalies.",
+        description: "What regressed: the services and operations whose error rate or latency changed within the look-back (default the last hour), ranked by impact, each with when it started, its role (cause or affected), the evidence (error message templates, attributes whose values changed such as service.version) and exemplar trace ids to read with get_trace. Arguments it does not list are passed on to GET /api/v1/anomalies.",
         params: &[
             opt(
                 "lookback",
                 Kind::Duration,
-                "How far back to look for a change, e.g. 1h [default: the server's].",
+                "How far back to look for where something changed, e.g. 1h [default: 1h]. Not with last/baseline.",
             ),
             SERVICE,
+            opt(
+                "last",
+                Kind::Duration,
+                "Instead of finding the change point: the current window, e.g. 5m, against `baseline` before it.",
+            ),
+            opt(
+                "baseline",
+                Kind::Duration,
+                "With `last`: the window before it, e.g. 30m.",
+            ),
+            UNTIL,
             EXPLAIN,
             LIMIT,
             CURSOR,
         ],
         open: true,
         path: &[Seg::Lit("anomalies")],
-        limits: Some(Limits { default: 20, max: 100 }),
+        limits: Some(Limits { default: 10, max: 100 }),
         paging: Paging::Made,
+        api_limit: Some(100),
         list: Some("findings|anomalies"),
         ..TOOL
     },

@@ -223,6 +223,11 @@ fn api_request(spec: &ToolSpec, args: &Args, page: &Page) -> Request {
             r.params.push(("cursor".into(), c.clone()));
         }
     }
+    if let Some(max) = spec.api_limit {
+        // One more than the page, so the API's list shows whether more follow.
+        r.params
+            .push(("limit".into(), (page.offset + page.limit + 1).min(max).to_string()));
+    }
     r
 }
 
@@ -392,5 +397,65 @@ impl ServerHandler for SkeinMcp {
                 None,
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn request(tool: &str, given: Value, page: Page) -> Request {
+        let spec = catalogue::find(tool).unwrap();
+        let args = Args::check(given.as_object(), spec.params, spec.limits, spec.open).unwrap();
+        api_request(spec, &args, &page)
+    }
+
+    fn page(api_cursor: Option<&str>, offset: usize, limit: usize) -> Page {
+        Page {
+            api_cursor: api_cursor.map(str::to_string),
+            offset,
+            limit,
+        }
+    }
+
+    #[test]
+    fn calls_become_api_requests() {
+        let r = request(
+            "search_spans",
+            json!({"service": "a", "attributes": {"k": 1}}),
+            page(Some("c"), 3, 20),
+        );
+        assert_eq!(r.path_and_query(), "/api/v1/spans?service=a&attr.k=1&limit=23&cursor=c");
+        let r = request(
+            "list_operations",
+            json!({"service": "a b", "last": "1h"}),
+            page(None, 50, 50),
+        );
+        assert_eq!(r.path_and_query(), "/api/v1/services/a%20b/operations?last=1h");
+        // A list paged here from an API with a limit: one past the page, at most its maximum.
+        let r = request(
+            "find_anomalies",
+            json!({"lookback": "1h", "depth": 2}),
+            page(None, 0, 10),
+        );
+        assert_eq!(r.path_and_query(), "/api/v1/anomalies?lookback=1h&depth=2&limit=11");
+        let r = request("find_anomalies", json!({}), page(None, 95, 10));
+        assert_eq!(r.path_and_query(), "/api/v1/anomalies?limit=100");
+    }
+
+    #[test]
+    fn api_refusals_pass_their_message_on() {
+        let a = Answer {
+            status: 400,
+            body: json!({"error": {"code": "bad_request", "message": "parameter last: bad"}}),
+        };
+        assert_eq!(api_failure(&a), "the API refused the request: parameter last: bad");
+        let a = Answer {
+            status: 502,
+            body: Value::Null,
+        };
+        assert_eq!(api_failure(&a), "the Skein server failed (HTTP 502): HTTP 502");
     }
 }
