@@ -33,35 +33,62 @@ impl Connection {
     /// GET `path`; a connection the server closed while idle is reopened
     /// once.
     pub fn get(&mut self, path: &str) -> Result<Answer, String> {
+        self.request("GET", path, &[], &[])
+    }
+
+    /// POST `body` to `path` with these extra headers (e.g. Content-Type).
+    pub fn post(&mut self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<Answer, String> {
+        self.request("POST", path, headers, body)
+    }
+
+    fn request(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<Answer, String> {
         let reused = self.stream.is_some();
-        match self.try_get(path) {
+        match self.try_request(method, path, headers, body) {
             Ok(a) => Ok(a),
             Err(_) if reused => {
                 self.stream = None;
-                self.try_get(path)
+                self.try_request(method, path, headers, body)
             }
             Err(e) => Err(e),
         }
     }
 
-    fn try_get(&mut self, path: &str) -> Result<Answer, String> {
+    fn try_request(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<Answer, String> {
         let addr = self.addr.clone();
-        let err = |e: std::io::Error| format!("GET {addr}{path}: {e}");
+        let err = |e: std::io::Error| format!("{method} {addr}{path}: {e}");
         if self.stream.is_none() {
             let s = TcpStream::connect(&self.addr).map_err(err)?;
             s.set_nodelay(true).map_err(err)?;
             self.stream = Some(BufReader::new(s));
         }
         let stream = self.stream.as_mut().ok_or("no connection")?;
-        let request = format!("GET {path} HTTP/1.1\r\nHost: {}\r\nAccept: */*\r\n\r\n", self.addr);
-        stream.get_mut().write_all(request.as_bytes()).map_err(err)?;
+        let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\n", self.addr);
+        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("accept")) {
+            request.push_str("Accept: */*\r\n");
+        }
+        for (k, v) in headers {
+            request.push_str(&format!("{k}: {v}\r\n"));
+        }
+        if method != "GET" {
+            request.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        }
+        request.push_str("\r\n");
+        let mut bytes = request.into_bytes();
+        bytes.extend_from_slice(body);
+        stream.get_mut().write_all(&bytes).map_err(err)?;
         let mut line = String::new();
         stream.read_line(&mut line).map_err(err)?;
         let status: u16 = line
             .split_whitespace()
             .nth(1)
             .and_then(|s| s.parse().ok())
-            .ok_or_else(|| format!("GET {path}: bad status line {line:?}"))?;
+            .ok_or_else(|| format!("{method} {path}: bad status line {line:?}"))?;
         let (mut length, mut chunked, mut close) = (None, false, false);
         loop {
             line.clear();
@@ -87,7 +114,7 @@ impl Connection {
                 line.clear();
                 stream.read_line(&mut line).map_err(err)?;
                 let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
-                    .map_err(|_| format!("GET {path}: bad chunk size {line:?}"))?;
+                    .map_err(|_| format!("{method} {path}: bad chunk size {line:?}"))?;
                 let start = body.len();
                 body.resize(start + size, 0);
                 stream.read_exact(&mut body[start..]).map_err(err)?;

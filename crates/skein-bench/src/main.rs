@@ -9,6 +9,7 @@ mod ladder;
 mod load;
 mod machine;
 mod matrix;
+mod mcp_mode;
 mod report;
 mod server;
 mod stats;
@@ -45,6 +46,9 @@ enum Mode {
     /// Full-text search over the agent corpus's logs, in process: ingest
     /// with the index on and off, a rare and a common word, index size.
     Text(text_mode::TextArgs),
+    /// MCP tool call overhead: `get_trace` of a 10-span trace over
+    /// streamable HTTP (`/mcp`) against `GET /api/v1/traces/{id}`.
+    Mcp(mcp_mode::McpArgs),
     /// (Internal) the engine's memory probe, run by `engine` as a child.
     #[command(hide = true)]
     EngineMemory(engine_mode::MemoryArgs),
@@ -60,6 +64,7 @@ fn main() -> ExitCode {
         Mode::Ladder(a) => ladder::run(a),
         Mode::Engine(a) => engine_mode::run(a),
         Mode::Text(a) => text_mode::run(a),
+        Mode::Mcp(a) => mcp_mode::run(a),
         Mode::EngineMemory(a) => engine_mode::memory(a),
     };
     match r {

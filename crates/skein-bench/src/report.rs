@@ -620,6 +620,29 @@ fn render_text(v: &Value) -> String {
     s
 }
 
+fn render_mcp(v: &Value) -> String {
+    let r = &v["results"];
+    let mut s = String::from("## MCP tool call overhead (`skein-bench mcp`)\n\n");
+    s.push_str(&machine(&v["machine"]));
+    s.push_str(&format!(
+        "- One trace of {} spans; {} calls of each, taken in turn after {} warm-up calls: `GET /api/v1/traces/{{id}}` and `tools/call get_trace` over {}. Every answer is checked (all spans, no error).\n- Overhead (MCP − REST): p50 **{} ms**, p95 {} ms; target p50 of the MCP call ≤ {} ms: {}.\n\n",
+        v["params"]["spans"],
+        v["params"]["calls"],
+        v["params"]["warmup"],
+        f(&v["params"]["transport"], 0),
+        f(&r["overhead_p50_ms"], 3),
+        f(&r["overhead_p95_ms"], 3),
+        f(&r["target_p50_ms"], 0),
+        if r["meets_target"] == true { "met" } else { "**missed**" },
+    ));
+    s.push_str(&latency_table(&[
+        ("REST `GET /api/v1/traces/{id}`", &r["rest_get_trace"]),
+        ("MCP `get_trace` (compact tree)", &r["mcp_get_trace"]),
+    ]));
+    s.push('\n');
+    s
+}
+
 pub fn render(all: &Map<String, Value>) -> String {
     let mut s = String::from(
         "# Skein benchmarks\n\nWritten by `skein-bench` from `benchmarks.json`; every number comes from a run, none is typed by hand. \
@@ -646,6 +669,9 @@ pub fn render(all: &Map<String, Value>) -> String {
     }
     if let Some(v) = all.get("text") {
         s.push_str(&render_text(v));
+    }
+    if let Some(v) = all.get("mcp") {
+        s.push_str(&render_mcp(v));
     }
     if let Some(v) = all.get("ladder") {
         s.push_str(&render_ladder(v));

@@ -27,6 +27,11 @@ fn bench(args: &[&str]) {
     );
 }
 
+/// The report a run wrote into `dir`.
+fn report(dir: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("benchmarks.json")).unwrap()).unwrap()
+}
+
 #[test]
 fn e2e_and_ladder_write_a_complete_verified_report() {
     let dir = tempfile::tempdir().unwrap();
@@ -58,8 +63,7 @@ fn e2e_and_ladder_write_a_complete_verified_report() {
         out,
     ]);
 
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("benchmarks.json")).unwrap()).unwrap();
+    let json = report(dir.path());
     let e2e = &json["e2e"];
     assert_eq!(e2e["corpus"]["spans"], 20000);
     assert!(e2e["results"]["ingest"]["spans_per_sec"].as_f64().unwrap() > 0.0);
@@ -116,4 +120,28 @@ fn e2e_and_ladder_write_a_complete_verified_report() {
     ] {
         assert!(md.contains(section), "BENCHMARKS.md lacks {section:?}");
     }
+}
+
+#[test]
+fn mcp_mode_measures_rest_and_mcp_get_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let skein = skein_bin();
+    bench(&[
+        "mcp",
+        "--skein-bin",
+        skein.to_str().unwrap(),
+        "--calls",
+        "20",
+        "--out",
+        out,
+    ]);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("benchmarks.json")).unwrap()).unwrap();
+    let r = &json["mcp"]["results"];
+    assert_eq!(r["rest_get_trace"]["samples"], 20);
+    assert_eq!(r["mcp_get_trace"]["samples"], 20);
+    assert!(r["mcp_get_trace"]["p50_ms"].as_f64().unwrap() > 0.0);
+    let md = std::fs::read_to_string(dir.path().join("BENCHMARKS.md")).unwrap();
+    assert!(md.contains("## MCP tool call overhead"), "{md}");
 }

@@ -37,6 +37,12 @@ pub struct ServerConfig {
     /// front (none: the built-in table alone).
     #[serde(skip)]
     pub pricing: Option<std::sync::Arc<skein_model::genai::Pricing>>,
+    /// The byte budget of one MCP tool result (`/mcp`).
+    pub mcp_max_bytes: usize,
+    /// The agent skill text, offered by `/mcp` as a prompt (the binary
+    /// holds it; none: no prompt).
+    #[serde(skip)]
+    pub skill: Option<&'static str>,
 }
 
 pub const DEFAULT_OTLP_GRPC: &str = "127.0.0.1:4317";
@@ -60,6 +66,8 @@ impl ServerConfig {
             wal_salvage: false,
             shutdown_timeout: Duration::from_secs(30),
             pricing: None,
+            mcp_max_bytes: crate::mcp::DEFAULT_MAX_BYTES,
+            skill: None,
         }
     }
 }

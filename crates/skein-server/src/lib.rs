@@ -1,6 +1,6 @@
 //! Skein's network surfaces over the engine: OTLP/gRPC and OTLP/HTTP ingest,
-//! the simple JSON span API, the REST query API, health and self-metrics,
-//! with admission control in front of ingest.
+//! the simple JSON span API, the REST query API, the MCP server over it,
+//! health and self-metrics, with admission control in front of ingest.
 
 mod admission;
 pub mod api;
@@ -11,6 +11,7 @@ mod health;
 mod http_ingest;
 mod ingest;
 pub mod json_api;
+pub mod mcp;
 pub mod metrics;
 mod otlp_grpc;
 pub mod otlp_http;

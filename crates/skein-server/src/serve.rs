@@ -66,6 +66,20 @@ pub fn api_router(app: Arc<App>) -> Router {
         .with_state(app)
 }
 
+/// The router of the API port with `/mcp`: the MCP server, whose tools
+/// ask the API router in process.
+pub fn api_router_with_mcp(app: Arc<App>) -> Router {
+    let config = &app.config;
+    let options = crate::mcp::McpOptions {
+        max_bytes: config.mcp_max_bytes,
+        skill: config.skill,
+    };
+    let bind = config.api_addr;
+    let api = api_router(app.clone());
+    let mcp = crate::mcp::SkeinMcp::new(crate::mcp::backend::InProcess::new(api.clone()), options);
+    api.merge(crate::mcp::transport::router(mcp, bind))
+}
+
 /// The router of the OTLP/HTTP port.
 pub fn otlp_http_router(app: Arc<App>) -> Router {
     Router::new()
@@ -103,9 +117,12 @@ pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()> + Send
     };
 
     let api_server = tokio::spawn(
-        axum::serve(api.tap_io(|c| no_delay(c)), api_router(app.clone()).into_make_service())
-            .with_graceful_shutdown(stopped(stop_rx.clone()))
-            .into_future(),
+        axum::serve(
+            api.tap_io(|c| no_delay(c)),
+            api_router_with_mcp(app.clone()).into_make_service(),
+        )
+        .with_graceful_shutdown(stopped(stop_rx.clone()))
+        .into_future(),
     );
     let http_server = tokio::spawn(
         axum::serve(

@@ -66,6 +66,11 @@ pub struct ServeArgs {
     /// loss) instead of refusing to start.
     #[arg(long, env = "SKEIN_WAL_SALVAGE")]
     wal_salvage: bool,
+    /// The byte budget of one MCP tool result at /mcp (e.g. 64KiB)
+    /// [default: 16KiB]; a longer result is cut and carries a cursor to
+    /// continue.
+    #[arg(long, env = "SKEIN_MCP_MAX_BYTES", value_name = "SIZE")]
+    mcp_max_bytes: Option<String>,
     /// Seconds shutdown waits for in-flight requests [default: 30].
     #[arg(long, env = "SKEIN_SHUTDOWN_TIMEOUT", value_name = "SECS")]
     shutdown_timeout: Option<u64>,
@@ -91,6 +96,7 @@ struct FileConfig {
     payload_threshold: Option<toml::Value>,
     pricing: Option<PathBuf>,
     wal_salvage: Option<bool>,
+    mcp_max_bytes: Option<toml::Value>,
     shutdown_timeout: Option<u64>,
     log: Option<String>,
 }
@@ -226,6 +232,16 @@ fn build_config(args: &ServeArgs) -> Result<(ServerConfig, String), String> {
             .map_err(|e| format!("--pricing {}: {e}", path.display()))?;
         c.pricing = Some(std::sync::Arc::new(pricing));
     }
+    c.mcp_max_bytes = size(
+        &args.mcp_max_bytes,
+        &file.mcp_max_bytes,
+        "mcp-max-bytes",
+        c.mcp_max_bytes,
+    )?;
+    if c.mcp_max_bytes == 0 {
+        return Err("--mcp-max-bytes: must be more than 0".into());
+    }
+    c.skill = Some(crate::cli::skill::SKILL);
     c.wal_salvage = args.wal_salvage || file.wal_salvage.unwrap_or(false);
     if let Some(s) = args.shutdown_timeout.or(file.shutdown_timeout) {
         c.shutdown_timeout = Duration::from_secs(s);
@@ -301,6 +317,20 @@ mod tests {
         assert_eq!(build_config(&args).unwrap().0.payload_threshold, 0);
         args.payload_threshold = Some("lots".into());
         assert!(build_config(&args).unwrap_err().starts_with("--payload-threshold: "));
+    }
+
+    #[test]
+    fn the_mcp_budget_comes_from_the_flag_and_the_skill_is_passed_on() {
+        let c = build_config(&ServeArgs::default()).unwrap().0;
+        assert_eq!(c.mcp_max_bytes, 16 * 1024);
+        assert!(c.skill.is_some_and(|s| s.contains("skein")));
+        let mut args = ServeArgs {
+            mcp_max_bytes: Some("64KiB".into()),
+            ..Default::default()
+        };
+        assert_eq!(build_config(&args).unwrap().0.mcp_max_bytes, 64 << 10);
+        args.mcp_max_bytes = Some("0".into());
+        assert!(build_config(&args).unwrap_err().starts_with("--mcp-max-bytes: "));
     }
 
     #[test]

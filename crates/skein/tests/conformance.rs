@@ -32,20 +32,22 @@ fn require_client(what: &str, missing: Option<String>, install: &str) {
     }
 }
 
-fn python_missing(root: &Path) -> Option<String> {
-    let out = Command::new("python3")
-        .current_dir(root)
-        .args([
-            "-c",
-            "import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.grpc, \
-             opentelemetry.exporter.otlp.proto.http, google.protobuf",
-        ])
-        .output();
+/// Why python3 cannot run `code` (an import line), or None when it can.
+fn python_cannot(root: &Path, code: &str) -> Option<String> {
+    let out = Command::new("python3").current_dir(root).args(["-c", code]).output();
     match out {
         Err(e) => Some(format!("cannot run python3: {e}")),
         Ok(o) if !o.status.success() => Some(String::from_utf8_lossy(&o.stderr).trim().to_string()),
         Ok(_) => None,
     }
+}
+
+fn python_missing(root: &Path) -> Option<String> {
+    python_cannot(
+        root,
+        "import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.grpc, \
+         opentelemetry.exporter.otlp.proto.http, google.protobuf",
+    )
 }
 
 fn node_missing(root: &Path) -> Option<String> {
@@ -154,15 +156,7 @@ fn opentelemetry_js_sdk_over_http_json() {
 }
 
 fn genai_missing(root: &Path, module: &str) -> Option<String> {
-    let out = Command::new("python3")
-        .current_dir(root)
-        .args(["-c", &format!("import openai, opentelemetry.sdk, {module}")])
-        .output();
-    match out {
-        Err(e) => Some(format!("cannot run python3: {e}")),
-        Ok(o) if !o.status.success() => Some(String::from_utf8_lossy(&o.stderr).trim().to_string()),
-        Ok(_) => None,
-    }
+    python_cannot(root, &format!("import openai, opentelemetry.sdk, {module}"))
 }
 
 /// A GenAI instrumentation of the OpenAI client exports two model calls, a
@@ -209,4 +203,36 @@ fn genai_openllmetry_openai_instrumentation() {
         "opentelemetry.instrumentation.openai",
         "opentelemetry-instrumentation-openai (OpenLLMetry)",
     );
+}
+
+fn mcp_missing(root: &Path) -> Option<String> {
+    python_cannot(
+        root,
+        "import mcp, jsonschema, httpx; from mcp import Client, StdioServerParameters",
+    )
+}
+
+/// The official MCP Python SDK drives `skein mcp` over stdio and `/mcp` of
+/// `skein serve` over streamable HTTP: every tool called and checked
+/// against its output schema, caps and cursors, untrusted-text marking with
+/// prompt injections in a span name and a log body, isError results for bad
+/// arguments, and the Host/Origin checks (tests/conformance/mcp_python.py).
+#[test]
+fn mcp_python_sdk_over_stdio_and_streamable_http() {
+    let root = repo_root();
+    require_client(
+        "the MCP Python SDK (mcp, jsonschema)",
+        mcp_missing(&root),
+        "python3 -m pip install -r tests/requirements.txt",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &["--mcp-max-bytes", "4096"]);
+    let mut cmd = Command::new("python3");
+    cmd.arg(root.join("tests/conformance/mcp_python.py")).args([
+        "--skein",
+        env!("CARGO_BIN_EXE_skein"),
+        "--http-max-bytes",
+        "4096",
+    ]);
+    run_client("mcp_python.py", cmd, &server);
 }

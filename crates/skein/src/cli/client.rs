@@ -119,7 +119,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 /// The innermost error: `Connection refused (os error 111)`.
-fn root_cause(e: &dyn std::error::Error) -> String {
+pub fn root_cause(e: &dyn std::error::Error) -> String {
     let mut cur = e;
     while let Some(inner) = cur.source() {
         cur = inner;
@@ -127,20 +127,26 @@ fn root_cause(e: &dyn std::error::Error) -> String {
     cur.to_string()
 }
 
+/// The `--server` URL, checked: an `http://` URL that can take a path.
+pub fn server_url(server: &str) -> CliResult<Url> {
+    let base = Url::parse(server).map_err(|e| {
+        CliError::usage(format!(
+            "--server {server:?} is not a URL ({e}); e.g. http://127.0.0.1:7700"
+        ))
+    })?;
+    if base.scheme() != "http" || base.cannot_be_a_base() {
+        return Err(CliError::usage(format!(
+            "--server {server:?}: use an http:// URL, e.g. http://127.0.0.1:7700"
+        )));
+    }
+    Ok(base)
+}
+
 impl Client {
     /// A client of the server at `server`; `timeout` bounds each request
     /// (`None`: streams, which may stay open for ever).
     pub fn new(server: &str, token: Option<String>, timeout: Option<Duration>) -> CliResult<Client> {
-        let base = Url::parse(server).map_err(|e| {
-            CliError::usage(format!(
-                "--server {server:?} is not a URL ({e}); e.g. http://127.0.0.1:7700"
-            ))
-        })?;
-        if base.scheme() != "http" || base.cannot_be_a_base() {
-            return Err(CliError::usage(format!(
-                "--server {server:?}: use an http:// URL, e.g. http://127.0.0.1:7700"
-            )));
-        }
+        let base = server_url(server)?;
         let connect = timeout.unwrap_or(Duration::from_secs(10)).min(Duration::from_secs(10));
         let http = Http::builder()
             .timeout(timeout)

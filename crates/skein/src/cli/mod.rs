@@ -14,15 +14,17 @@
 //! | `stream` | `watch`, `tail` |
 //! | `waterfall` | the trace waterfall of `get trace --format table` |
 //! | `skill` | `skill install`: the agent skill file |
+//! | `mcp` | `mcp`: the MCP server over stdio, `mcp config` |
 
 pub mod client;
 mod export;
 pub mod filters;
 mod inspect;
 mod llm;
+mod mcp;
 pub mod output;
 mod query;
-mod skill;
+pub mod skill;
 mod stream;
 mod waterfall;
 
@@ -135,6 +137,9 @@ pub enum Command {
     /// The agent skill file that teaches coding agents to debug with Skein.
     #[command(subcommand)]
     Skill(skill::SkillCommand),
+    /// The MCP server over stdio, asking the server at --server (for
+    /// agents that start it: `skein mcp config` prints how to register it).
+    Mcp(mcp::McpArgs),
 }
 
 /// What a command runs with.
@@ -187,6 +192,7 @@ fn dispatch(command: Command, ctx: &Ctx) -> CliResult<Exit> {
         Command::Watch(a) => stream::watch(ctx, &a),
         Command::Tail(a) => stream::tail(ctx, &a),
         Command::Skill(s) => skill::run(ctx, &s),
+        Command::Mcp(a) => mcp::run(ctx, &a),
     }
 }
 
