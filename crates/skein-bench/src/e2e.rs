@@ -576,7 +576,7 @@ fn query_phase(api: &str, c: &Corpus, exp: &Expected, end_ns: u64, args: &E2eArg
     let mut q = Timed {
         http: crate::http1::Connection::new(api)?,
     };
-    let total = args.trace_queries + args.attr_queries + 20 * 7 + 10 + 200;
+    let total = args.trace_queries + args.attr_queries + 20 * 8 + 10 + 200;
     let pb = bar(total as u64, "queries");
     let floor = round_trip_floor(&mut q, &pb)?;
     let mut traces = Samples::default();
@@ -710,6 +710,8 @@ fn query_phase(api: &str, c: &Corpus, exp: &Expected, end_ns: u64, args: &E2eArg
         })?;
         pb.inc(1);
     }
+    // Last: it adds spans, which would change the answers above.
+    let planted = planted_regression_queries(&mut q, end_ns, &pb)?;
     pb.finish_and_clear();
     let summary = |s: &Samples| {
         if s.is_empty() {
@@ -732,6 +734,7 @@ fn query_phase(api: &str, c: &Corpus, exp: &Expected, end_ns: u64, args: &E2eArg
         "logs_text": summary(&text),
         "logs_text_word": expected::TEXT_WORD,
         "cli_get_trace": summary(&cli),
+        "anomalies_planted": summary(&planted),
     }))
 }
 
@@ -751,6 +754,57 @@ fn anomalies_queries(q: &mut Timed, end_ns: u64, pb: &indicatif::ProgressBar) ->
         pb.inc(1);
     }
     Ok((samples, findings))
+}
+
+/// Planted beside the corpus: `planted-api GET /pay` calling
+/// `planted-db SELECT`, 20 traces a minute over the corpus hour, the query
+/// 8× slower for its last 20 minutes. Diagnosis over the hour, 20 times,
+/// must name the query the cause and its caller affected: the figure holds
+/// the whole analysis (samples, traces, evidence), with the corpus around.
+fn planted_regression_queries(q: &mut Timed, end_ns: u64, pb: &indicatif::ProgressBar) -> Result<Samples, String> {
+    const MIN: u64 = 60_000_000_000;
+    const MS: u64 = 1_000_000;
+    let start = end_ns - HOUR_NS;
+    let mut spans = Vec::new();
+    for m in 0..60u64 {
+        for j in 0..20u64 {
+            let t = start + m * MIN + j * 3_000_000_000;
+            let trace = format!("{:016x}{:016x}", 0x5eed_0000 + m, j + 1);
+            let (api, db) = (
+                format!("{:016x}", m * 100 + 2 * j + 1),
+                format!("{:016x}", m * 100 + 2 * j + 2),
+            );
+            let query = if m >= 40 { 32 * MS } else { 4 * MS } + (m * 7 + j * 13) % 10 * MS / 10;
+            spans.push(
+                json!({"trace_id": trace, "span_id": api, "service": "planted-api", "name": "GET /pay",
+                              "kind": "server", "start_time_unix_nano": t, "duration_ns": query + 2 * MS}),
+            );
+            spans.push(json!({"trace_id": trace, "span_id": db, "parent_span_id": api, "service": "planted-db",
+                              "name": "SELECT", "kind": "client", "start_time_unix_nano": t + MS, "duration_ns": query}));
+        }
+    }
+    let body = serde_json::to_vec(&spans).map_err(|e| e.to_string())?;
+    let a = q
+        .http
+        .post("/api/v1/spans", &[("content-type", "application/json")], &body)?;
+    check(a.status == 200, || {
+        format!("planted spans: {} {}", a.status, String::from_utf8_lossy(&a.body))
+    })?;
+    let mut samples = Samples::default();
+    for _ in 0..20 {
+        let v = q.get(&format!("/api/v1/anomalies?lookback=1h&until={end_ns}"), &mut samples)?;
+        let f = v["findings"].as_array().ok_or("anomalies: no findings list")?;
+        let find = |service: &str| f.iter().find(|x| x["service"] == service);
+        check(
+            find("planted-db").is_some_and(|x| x["role"] == "cause" && x["kind"] == "latency"),
+            || format!("the planted slow query is not a cause: {v}"),
+        )?;
+        check(find("planted-api").is_some_and(|x| x["role"] == "affected"), || {
+            format!("the planted caller is not affected: {v}")
+        })?;
+        pb.inc(1);
+    }
+    Ok(samples)
 }
 
 fn summary(s: &Samples) -> Value {
@@ -972,7 +1026,7 @@ fn agent_query_phase(
         http: crate::http1::Connection::new(api)?,
     };
     let model_queries = 4 * exp.by_model.len();
-    let total = args.trace_queries + exp.users.len() + model_queries + 20 * 9 + 3 + 200;
+    let total = args.trace_queries + exp.users.len() + model_queries + 20 * 10 + 3 + 200;
     let pb = bar(total as u64, "queries (agent corpus)");
     let floor = round_trip_floor(&mut q, &pb)?;
     let mut traces = Samples::default();
@@ -1065,6 +1119,8 @@ fn agent_query_phase(
         }
     }
     let llm = llm_queries(&mut q, server_pid, exp, &pb)?;
+    // Last: it adds spans, which would change the answers above.
+    let planted = planted_regression_queries(&mut q, end_ns, &pb)?;
     pb.finish_and_clear();
     Ok(json!({
         "llm": llm,
@@ -1076,6 +1132,7 @@ fn agent_query_phase(
         "summarize": summary(&summarize),
         "anomalies": summary(&anomalies),
         "anomalies_findings": findings,
+        "anomalies_planted": summary(&planted),
         "logs_severity": summary(&sev),
         "logs_text": summary(&common),
         "logs_text_word": AgentCorpus::common_word(),

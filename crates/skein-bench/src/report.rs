@@ -330,6 +330,10 @@ fn render_e2e(v: &Value) -> String {
         ("services", &q["services"]),
         ("summarize 1h", &q["summarize"]),
         (&anomalies_label, &q["anomalies"]),
+        (
+            "anomalies with a planted slow dependency (cause and caller found, with evidence)",
+            &q["anomalies_planted"],
+        ),
         ("duration filter (≥150 ms), limit 100", &q["duration_filter"]),
         ("logs severity ≥ error, limit 100", &q["logs_severity"]),
         ("logs body substring, limit 100", &q["logs_body"]),
