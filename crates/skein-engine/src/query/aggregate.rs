@@ -211,17 +211,30 @@ fn add_span_stats(agg: &mut SpanAgg, stats: &PartStats, service: Option<&str>, m
     agg.max_time = agg.max_time.max(max);
 }
 
-fn scan_part_spans(
+/// One span row as the narrow summary columns hold it.
+pub(crate) struct SummaryRow<'a> {
+    pub trace: u128,
+    pub is_root: bool,
+    pub service: &'a str,
+    pub name: &'a str,
+    pub start: u64,
+    pub duration_ns: u64,
+    pub error: bool,
+}
+
+/// Calls `f` with every row of `p` in `w` (of `service`, if given) that
+/// `shadowed` does not hold, read through the narrow summary columns
+/// (never the JSON ones).
+pub(crate) fn scan_summary_rows(
     p: &Part,
     w: Window,
     service: Option<&str>,
     shadowed: &FastSet<u32>,
-    agg: &mut SpanAgg,
     ex: &mut SourceExplain,
+    mut f: impl FnMut(&SummaryRow),
 ) -> Result<()> {
     let range = p.index.row_range(p.rows(), w);
     let mut next_row = range.start;
-    let mut traces: FastMap<String, FastSet<u128>> = FastMap::default();
     for b in p.read_columns(SPAN_SUMMARY_COLUMNS, range, 65536)? {
         let first_row = next_row;
         next_row += b.num_rows() as u32;
@@ -250,21 +263,43 @@ fn scan_part_spans(
             if !w.contains(t) || service.is_some_and(|v| v != s) {
                 continue;
             }
-            let acc = agg.op(s, name.value(i));
-            acc.count += 1;
-            acc.errors += (status.value(i) == StatusCode::Error as i8) as u64;
-            acc.roots += parent.is_null(i) as u64;
-            acc.durations.add(dur.value(i).max(0) as u64);
-            let trace = u128::from_be_bytes(tid.value(i).try_into().unwrap_or_default());
-            if let Some(set) = traces.get_mut(s) {
-                set.insert(trace);
-            } else {
-                traces.insert(s.to_string(), FastSet::from_iter([trace]));
-            }
-            agg.min_time = agg.min_time.min(t);
-            agg.max_time = agg.max_time.max(t);
+            f(&SummaryRow {
+                trace: u128::from_be_bytes(tid.value(i).try_into().unwrap_or_default()),
+                is_root: parent.is_null(i),
+                service: s,
+                name: name.value(i),
+                start: t,
+                duration_ns: dur.value(i).max(0) as u64,
+                error: status.value(i) == StatusCode::Error as i8,
+            });
         }
     }
+    Ok(())
+}
+
+fn scan_part_spans(
+    p: &Part,
+    w: Window,
+    service: Option<&str>,
+    shadowed: &FastSet<u32>,
+    agg: &mut SpanAgg,
+    ex: &mut SourceExplain,
+) -> Result<()> {
+    let mut traces: FastMap<String, FastSet<u128>> = FastMap::default();
+    scan_summary_rows(p, w, service, shadowed, ex, |r| {
+        let acc = agg.op(r.service, r.name);
+        acc.count += 1;
+        acc.errors += r.error as u64;
+        acc.roots += r.is_root as u64;
+        acc.durations.add(r.duration_ns);
+        if let Some(set) = traces.get_mut(r.service) {
+            set.insert(r.trace);
+        } else {
+            traces.insert(r.service.to_string(), FastSet::from_iter([r.trace]));
+        }
+        agg.min_time = agg.min_time.min(r.start);
+        agg.max_time = agg.max_time.max(r.start);
+    })?;
     for (svc, t) in traces {
         *agg.traces.entry(svc).or_default() += t.len() as u64;
     }

@@ -8,14 +8,12 @@
 //! the narrow span columns. Buckets are whole minutes, so a part's minute
 //! is either inside the look-back or outside it.
 
-use arrow_array::Array;
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Int8Type, Int64Type, TimestampNanosecondType};
-use skein_model::{Span, StatusCode};
+use skein_model::Span;
 
 use crate::error::Result;
 use crate::hash::{FastMap, FastSet};
 use crate::part::Part;
+use crate::query::aggregate::scan_summary_rows;
 use crate::query::explain::{Explain, SourceExplain};
 use crate::query::search::Source;
 use crate::query::shadow::{ShadowCache, shadowed_span_rows};
@@ -234,50 +232,9 @@ fn scan_part(
     out: &mut OpSeries,
     ex: &mut SourceExplain,
 ) -> Result<()> {
-    let range = p.index.row_range(p.rows(), w);
-    let mut next_row = range.start;
-    const COLUMNS: &[&str] = &[
-        "name",
-        "start_time_unix_nano",
-        "duration_ns",
-        "status_code",
-        "service_name",
-    ];
-    for b in p.read_columns(COLUMNS, range, 65536)? {
-        let first_row = next_row;
-        next_row += b.num_rows() as u32;
-        let (Some(name), Some(start), Some(dur), Some(status), Some(svc)) = (
-            b.column_by_name("name").and_then(|c| c.as_string_opt::<i32>()),
-            b.column_by_name("start_time_unix_nano")
-                .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>()),
-            b.column_by_name("duration_ns")
-                .and_then(|c| c.as_primitive_opt::<Int64Type>()),
-            b.column_by_name("status_code")
-                .and_then(|c| c.as_primitive_opt::<Int8Type>()),
-            b.column_by_name("service_name").and_then(|c| c.as_string_opt::<i32>()),
-        ) else {
-            continue;
-        };
-        ex.rows_examined += b.num_rows() as u64;
-        for i in 0..b.num_rows() {
-            if shadowed.contains(&(first_row + i as u32)) {
-                continue;
-            }
-            let t = start.value(i).max(0) as u64;
-            let s = svc.value(i);
-            if !w.contains(t) || service.is_some_and(|v| v != s) || name.is_null(i) {
-                continue;
-            }
-            out.add_span(
-                s,
-                name.value(i),
-                t,
-                dur.value(i).max(0) as u64,
-                status.value(i) == StatusCode::Error as i8,
-            );
-        }
-    }
-    Ok(())
+    scan_summary_rows(p, w, service, shadowed, ex, |r| {
+        out.add_span(r.service, r.name, r.start, r.duration_ns, r.error)
+    })
 }
 
 #[cfg(test)]
