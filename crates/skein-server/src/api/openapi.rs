@@ -166,7 +166,7 @@ pub fn spec() -> Value {
                 v
             }, "{service, window, operations: [...]}")},
             "/api/v1/summary": {"get": op("What happened in a window (default last=1h).", summary, "{spans, traces, error_spans, latency, top_services, top_error_operations, logs_by_severity, metric_series, ...}")},
-            "/api/v1/anomalies": {"get": op("Diagnosis: per operation, where error rate or latency changed within the look-back, the cause (own time grew, errors begin there) before the operations that only inherited it, and the evidence (error templates, attribute values that came with the change, exemplar traces), ranked by impact.", vec![
+            "/api/v1/anomalies": {"get": op("Diagnosis: per operation, and per service for a change spread over its operations (operation null), where error rate or latency changed within the look-back, the cause (own time grew, errors begin there) before the operations that only inherited it, and the evidence (error templates, attribute values that came with the change, exemplar traces), ranked by impact.", vec![
                 param("lookback", "How far back to search for a change point, default 1h (at most 31d)."),
                 param("until", "End of the look-back, default now."),
                 param("service", "Only this service's operations."),
@@ -174,7 +174,7 @@ pub fn spec() -> Value {
                 param("last", "Fixed-split form: the current window (default 5m); not with lookback."),
                 param("baseline", "Fixed-split form: the baseline before it (default 30m)."),
                 param("explain", "true says how each finding was reached, and how the engine answered."),
-            ], "{window, mode, bucket_seconds, operations_examined, changes_found, findings: [{service, operation, kind, role, caused_by, started_at_unix_nano, before, after, impact, impact_unit, error_origin, error_templates, changed_attributes, exemplar_trace_ids, message}]}")},
+            ], "{window, mode, bucket_seconds, operations_examined, services_examined, changes_found, findings: [{service, operation, kind, role, caused_by, started_at_unix_nano, before, after, impact, impact_unit, error_origin, error_templates, changed_attributes, exemplar_trace_ids, message}]}")},
             "/api/v1/correlate/{trace_id}": {"get": op("A trace, its logs, and its services' metrics around it.", vec![path_param("trace_id", "32 hex digits."), payloads_param()], "{trace, logs, metrics, metrics_window}")},
             "/api/v1/payloads/{ref}": {"get": {"summary": "A payload's bytes (a prompt, completion, tool result or big value stored once by content), with Range support.",
                 "parameters": [path_param("ref", "blake3:<64 hex digits>, as in a {\"$payload\"} reference.")],

@@ -399,7 +399,7 @@ fn findings_explained(v: &Value) -> Vec<String> {
         out.push(format!(
             "\n{} {} ({}):",
             f["service"].as_str().unwrap_or(""),
-            f["operation"].as_str().unwrap_or(""),
+            f["operation"].as_str().unwrap_or("(all operations)"),
             f["kind"].as_str().unwrap_or("")
         ));
         for line in f.get("explain").and_then(Value::as_array).into_iter().flatten() {

@@ -1,5 +1,6 @@
-//! Change detection on one operation's series: where, within the
-//! look-back, its error rate or latency stepped up, and by how much.
+//! Change detection on one series (an operation's, or a service's sum of
+//! them): where, within the look-back, its error rate or latency stepped
+//! up, and by how much.
 //!
 //! Every split point between buckets is tried; "before" is every bucket
 //! left of it and "after" every bucket from it on. A split is scored by a
@@ -94,37 +95,72 @@ pub enum Split {
     At(usize),
 }
 
+/// What the tests read of one bucket: its spans, errors, and spans above
+/// each latency threshold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub spans: u64,
+    pub errors: u64,
+    pub above: [u64; 2],
+}
+
+impl Counts {
+    pub fn add(&mut self, o: &Counts) {
+        self.spans += o.spans;
+        self.errors += o.errors;
+        self.above[0] += o.above[0];
+        self.above[1] += o.above[1];
+    }
+}
+
+/// The counts of one series, its latency thresholds the series' own p50
+/// and p90 (the same for every split).
+pub fn counts(series: &[Bucket]) -> Vec<Counts> {
+    let all = Sketch::merged(series.iter().map(|b| &b.durations));
+    let thresholds = [all.quantile(0.5), all.quantile(0.9)];
+    series
+        .iter()
+        .map(|b| Counts {
+            spans: b.count,
+            errors: b.errors,
+            above: thresholds.map(|t| b.durations.count_above(t)),
+        })
+        .collect()
+}
+
 /// The error and latency changes of one series (at most one of each).
-///
-/// Every test of a split is O(1) from prefix sums (spans, errors, spans
-/// above each latency threshold per bucket), so a series costs O(buckets)
-/// plus sketch work for the few splits that score high enough: hundreds
-/// of operations an hour stay a few milliseconds.
+#[cfg(test)]
 pub fn detect(series: &[Bucket], split: Split) -> Vec<Change> {
+    detect_counts(series, &counts(series), split)
+}
+
+/// [`detect`] with the counts given: a service's series is the sum of its
+/// operations', each operation's spans counted above its own thresholds,
+/// so traffic moving from a fast operation to a slow one does not pass
+/// for a slowdown.
+///
+/// Every test of a split is O(1) from prefix sums of the counts, so a
+/// series costs O(buckets) plus sketch work for the few splits that score
+/// high enough: hundreds of operations an hour stay a few milliseconds.
+pub fn detect_counts(series: &[Bucket], counts: &[Counts], split: Split) -> Vec<Change> {
+    debug_assert_eq!(series.len(), counts.len());
     let n = series.len();
-    let total: u64 = series.iter().map(|b| b.count).sum();
+    let total: u64 = counts.iter().map(|c| c.spans).sum();
     if n < 2 || total < 2 * MIN_SPANS {
         return Vec::new();
     }
-    // Thresholds of the latency tests: quantiles of the whole series, the
-    // same for every split.
-    let all = Sketch::merged(series.iter().map(|b| &b.durations));
-    let thresholds = [all.quantile(0.5), all.quantile(0.9)];
-    let prefix = |f: &dyn Fn(&Bucket) -> u64| -> Vec<u64> {
+    let prefix = |f: &dyn Fn(&Counts) -> u64| -> Vec<u64> {
         let mut v = Vec::with_capacity(n + 1);
         v.push(0);
-        for b in series {
-            v.push(v[v.len() - 1] + f(b));
+        for c in counts {
+            v.push(v[v.len() - 1] + f(c));
         }
         v
     };
-    let spans = prefix(&|b| b.count);
-    let errors = prefix(&|b| b.errors);
-    let busy = prefix(&|b| (b.count > 0) as u64);
-    let above: Vec<Vec<u64>> = thresholds
-        .iter()
-        .map(|&t| prefix(&|b| b.durations.count_above(t)))
-        .collect();
+    let spans = prefix(&|c| c.spans);
+    let errors = prefix(&|c| c.errors);
+    let busy = prefix(&|c| (c.spans > 0) as u64);
+    let above: Vec<Vec<u64>> = (0..2).map(|i| prefix(&|c| c.above[i])).collect();
     let splits: Vec<usize> = match split {
         Split::Search => (1..n).collect(),
         Split::At(k) if k >= 1 && k < n => vec![k],

@@ -4,7 +4,11 @@
 //! 1. Every operation's series over the look-back, per minute, from the
 //!    parts' minute statistics ([`series`]).
 //! 2. Change detection on each series: where its error rate or latency
-//!    stepped up ([`change`]).
+//!    stepped up ([`change`]); then on each service's sum of its
+//!    operations, which finds a regression spread thinly over many
+//!    operations, each too quiet to show it alone. A service finding
+//!    (`operation` null) is kept only where none of its operations has a
+//!    finding of that kind.
 //! 3. For each change, a few spans sampled after it (failing, or slower
 //!    than the before p95) and before it, through the ordinary search, and
 //!    their traces: for latency, the time each operation holds on the
@@ -29,14 +33,15 @@ use std::sync::Arc;
 use serde::Serialize;
 use skein_model::{LogRecord, Span, StatusCode};
 
-use self::change::{Change, Kind, Side, Split};
+use self::change::{Change, Counts, Kind, Side, Split};
 use self::evidence::{ChangedAttribute, ErrorTemplate, Templates};
-use self::series::{Buckets, OpSeries};
+use self::series::{Bucket, Buckets, OpSeries};
 use self::tree::{OpKey, Tree};
 use super::explain::Explain;
 use super::filter::SpanQuery;
 use super::search::{self, Source};
 use super::shadow::ShadowCache;
+use super::sketch::Sketch;
 use super::window::Window;
 use crate::error::Result;
 use crate::hash::FastMap;
@@ -67,6 +72,9 @@ const TRACES: usize = 6;
 const TEMPLATES: usize = 5;
 const ATTRIBUTES: usize = 5;
 const EXEMPLARS: usize = 3;
+/// A service's latency sample is drawn from this many times [`SAMPLE`]
+/// spans, to find those slow for their own operation.
+const WIDE_SAMPLE: usize = 5;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -117,7 +125,9 @@ pub struct ErrorOrigin {
 #[derive(Debug, Clone, Serialize)]
 pub struct Finding {
     pub service: String,
-    pub operation: String,
+    /// `None` for a change of the service as a whole that none of its
+    /// operations shows alone.
+    pub operation: Option<String>,
     pub kind: Kind,
     pub role: Role,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -149,6 +159,9 @@ pub struct Diagnosis {
     pub bucket_seconds: u64,
     /// Operations whose series were examined.
     pub operations_examined: usize,
+    /// Services whose summed series were examined (those with more than
+    /// one operation).
+    pub services_examined: usize,
     /// Changes found before ranking and the limit.
     pub changes_found: usize,
     pub findings: Vec<Finding>,
@@ -168,10 +181,33 @@ pub fn diagnose(
         None => Split::Search,
         Some(t) => Split::At(buckets.of_minute(crate::stats::minute_of(t)).unwrap_or(buckets.count)),
     };
-    let mut changes: Vec<(String, String, Change)> = Vec::new();
-    for (service, op, s) in series.iter() {
-        for c in change::detect(s, split) {
-            changes.push((service.to_string(), op.to_string(), c));
+    let mut changes: Vec<(String, Option<String>, Change)> = Vec::new();
+    let mut services_examined = 0;
+    for (service, ops) in series.services() {
+        let whole = ops.len() > 1;
+        let mut sum_buckets = vec![Bucket::default(); if whole { buckets.count } else { 0 }];
+        let mut sum_counts = vec![Counts::default(); sum_buckets.len()];
+        let mut op_found = [false; 2];
+        for (op, s) in ops {
+            let counts = change::counts(s);
+            for c in change::detect_counts(s, &counts, split) {
+                op_found[c.kind as usize] = true;
+                changes.push((service.to_string(), Some(op.clone()), c));
+            }
+            if whole {
+                for (i, b) in s.iter().enumerate() {
+                    sum_buckets[i].merge(b);
+                    sum_counts[i].add(&counts[i]);
+                }
+            }
+        }
+        if whole {
+            services_examined += 1;
+            for c in change::detect_counts(&sum_buckets, &sum_counts, split) {
+                if !op_found[c.kind as usize] {
+                    changes.push((service.to_string(), None, c));
+                }
+            }
         }
     }
     let changes_found = changes.len();
@@ -181,7 +217,7 @@ pub fn diagnose(
     changes.truncate((2 * req.limit).clamp(4, MAX_ANALYZED));
     let mut findings = Vec::with_capacity(changes.len());
     for (service, op, c) in changes {
-        findings.push(analyze(spans, logs, &series, req, &service, &op, &c)?);
+        findings.push(analyze(spans, logs, &series, req, &service, op.as_deref(), &c)?);
     }
     findings.sort_by(|a, b| {
         (a.role != Role::Cause)
@@ -194,6 +230,7 @@ pub fn diagnose(
         window: buckets.window(),
         bucket_seconds: buckets.width_ns() / 1_000_000_000,
         operations_examined: series.len(),
+        services_examined,
         changes_found,
         findings,
     })
@@ -233,7 +270,7 @@ fn analyze(
     series: &OpSeries,
     req: &DiagnoseRequest,
     service: &str,
-    op: &str,
+    op: Option<&str>,
     c: &Change,
 ) -> Result<Finding> {
     let started = series.buckets.start_of(c.at);
@@ -255,6 +292,11 @@ fn analyze(
             ),
             Some(_) => format!("fixed split between baseline and current window (z = {:.1})", c.z),
         });
+        if op.is_none() {
+            explain.push(format!(
+                "no operation of {service} changed enough alone; the sum of its operations' series did (latency counted against each operation's own quantiles)"
+            ));
+        }
     }
     // Samples: bad spans after the change (failing, or slow), and spans
     // just before it.
@@ -265,24 +307,55 @@ fn analyze(
     };
     let base = SpanQuery {
         service: Some(service.to_string()),
-        name: Some(op.to_string()),
+        name: op.map(str::to_string),
         limit: SAMPLE,
         ..Default::default()
     };
     let bad_q = SpanQuery {
         window: Window::new(started, end),
         status: (c.kind == Kind::Errors).then_some(StatusCode::Error),
-        min_duration_ns: (c.kind == Kind::Latency).then_some(slow_from),
+        min_duration_ns: (c.kind == Kind::Latency && op.is_some()).then_some(slow_from),
         ..base.clone()
     };
     let before_q = SpanQuery {
         window: Window::new(req.window.start.min(started), started),
         ..base
     };
-    let mut bad = search::search(spans, &bad_q)?.records;
-    let before = search::search(spans, &before_q)?.records;
-    if c.kind == Kind::Latency {
-        bad.sort_by_key(|s| std::cmp::Reverse(s.duration_ns()));
+    let (mut bad, mut before);
+    if c.kind == Kind::Latency && op.is_none() {
+        // A service's spans are of many operations, some slow by nature:
+        // a span is slow against its own operation's p95 before the
+        // change, and the earlier spans compared are of the same
+        // operations.
+        let wide = |q: &SpanQuery| SpanQuery {
+            limit: SAMPLE * WIDE_SAMPLE,
+            ..q.clone()
+        };
+        let p95_before = |name: &str| {
+            series
+                .get(service, name)
+                .map(|b| Sketch::merged(b[..c.at].iter().map(|x| &x.durations)).quantile(0.95))
+        };
+        let mut slow: Vec<(f64, Arc<Span>)> = search::search(spans, &wide(&bad_q))?
+            .records
+            .into_iter()
+            .filter_map(|s| {
+                let p95 = p95_before(&s.name)?;
+                (s.duration_ns() > p95).then(|| (s.duration_ns() as f64 / p95.max(1) as f64, s))
+            })
+            .collect();
+        slow.sort_by(|x, y| y.0.total_cmp(&x.0));
+        bad = slow.into_iter().take(SAMPLE).map(|(_, s)| s).collect::<Vec<_>>();
+        let names: Vec<&str> = bad.iter().map(|s| s.name.as_str()).collect();
+        before = search::search(spans, &wide(&before_q))?.records;
+        before.retain(|s| names.contains(&s.name.as_str()));
+        before.truncate(SAMPLE);
+    } else {
+        bad = search::search(spans, &bad_q)?.records;
+        before = search::search(spans, &before_q)?.records;
+        if c.kind == Kind::Latency {
+            bad.sort_by_key(|s| std::cmp::Reverse(s.duration_ns()));
+        }
     }
     let mut traces: FastMap<u128, Vec<Arc<Span>>> = FastMap::default();
     let mut trace_of = |s: &Span| -> Result<Vec<Arc<Span>>> {
@@ -296,7 +369,9 @@ fn analyze(
         Ok(t)
     };
 
-    let own: OpKey = (service, op);
+    // The changed subject's own spans: the operation's, or any of the
+    // service's.
+    let own = |k: OpKey| k.0 == service && op.is_none_or(|o| o == k.1);
     let mut role = Role::Cause;
     let mut caused_by = None;
     let mut error_origin = None;
@@ -335,16 +410,17 @@ fn analyze(
                     ));
                 }
                 let total: f64 = delta.values().sum();
-                let own_delta = delta
-                    .get(&(own.0.to_string(), own.1.to_string()))
-                    .copied()
-                    .unwrap_or(0.0);
+                let own_delta: f64 = delta
+                    .iter()
+                    .filter(|((sv, o), _)| own((sv.as_str(), o.as_str())))
+                    .map(|(_, d)| d)
+                    .sum();
                 let top = delta
                     .iter()
                     .max_by(|x, y| x.1.total_cmp(y.1).then_with(|| y.0.cmp(x.0)))
                     .map(|(k, v)| (k.clone(), *v));
                 if let Some(((sv, o), top_delta)) = top
-                    && (sv.as_str(), o.as_str()) != own
+                    && !own((sv.as_str(), o.as_str()))
                     && own_delta < 0.5 * total
                 {
                     role = Role::Affected;
@@ -406,7 +482,7 @@ fn analyze(
                         share * 100.0
                     ));
                 }
-                if (sv.as_str(), o.as_str()) != own {
+                if !own((sv.as_str(), o.as_str())) {
                     role = Role::Affected;
                     caused_by = Some(OpRef {
                         service: sv.clone(),
@@ -455,6 +531,7 @@ fn analyze(
             bad.len(),
             match c.kind {
                 Kind::Errors => "failing".to_string(),
+                Kind::Latency if op.is_none() => "slower than their operation's p95 before".to_string(),
                 Kind::Latency => format!("slower than {}", ms(slow_from as f64)),
             },
             before.len()
@@ -479,7 +556,7 @@ fn analyze(
     );
     Ok(Finding {
         service: service.to_string(),
-        operation: op.to_string(),
+        operation: op.map(str::to_string),
         kind: c.kind,
         role,
         caused_by,
@@ -502,7 +579,7 @@ fn analyze(
 fn message(
     started: u64,
     service: &str,
-    op: &str,
+    op: Option<&str>,
     c: &Change,
     b: &SideSummary,
     a: &SideSummary,
@@ -532,8 +609,12 @@ fn message(
         }
     };
     let secs = started / 1_000_000_000;
+    let subject = match op {
+        Some(op) => format!("{service} {op}"),
+        None => format!("{service} (across its operations, none alone)"),
+    };
     let mut m = format!(
-        "{service} {op}: {what} since {:02}:{:02} UTC",
+        "{subject}: {what} since {:02}:{:02} UTC",
         secs / 3600 % 24,
         secs / 60 % 60
     );

@@ -80,6 +80,14 @@ pub struct Bucket {
 }
 
 impl Bucket {
+    /// Adds another bucket of the same time (a service's sum of its
+    /// operations).
+    pub fn merge(&mut self, o: &Bucket) {
+        self.count += o.count;
+        self.errors += o.errors;
+        self.durations.merge(&o.durations);
+    }
+
     fn add_minute(&mut self, m: &MinuteStats) {
         self.count += m.count as u64;
         self.errors += m.errors as u64;
@@ -142,11 +150,14 @@ impl OpSeries {
         }
     }
 
-    /// Every series, by (service, operation).
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str, &[Bucket])> {
-        self.ops
-            .iter()
-            .flat_map(|(s, m)| m.iter().map(move |(n, b)| (s.as_str(), n.as_str(), b.as_slice())))
+    /// Every service's operations and their series.
+    pub fn services(&self) -> impl Iterator<Item = (&str, &FastMap<String, Vec<Bucket>>)> {
+        self.ops.iter().map(|(s, m)| (s.as_str(), m))
+    }
+
+    /// One operation's series.
+    pub fn get(&self, service: &str, name: &str) -> Option<&[Bucket]> {
+        self.ops.get(service)?.get(name).map(Vec::as_slice)
     }
 
     pub fn len(&self) -> usize {
