@@ -131,20 +131,31 @@ pub fn counts(series: &[Bucket]) -> Vec<Counts> {
 /// The error and latency changes of one series (at most one of each).
 #[cfg(test)]
 pub fn detect(series: &[Bucket], split: Split) -> Vec<Change> {
-    detect_counts(series, &counts(series), split)
+    detect_counts(&counts(series), split, |k| sides(&[series], k))
 }
 
-/// [`detect`] with the counts given: a service's series is the sum of its
-/// operations', each operation's spans counted above its own thresholds,
-/// so traffic moving from a fast operation to a slow one does not pass
-/// for a slowdown.
+/// The two sides of a split at bucket `k` of one or more series of the
+/// same buckets (a service's operations).
+pub fn sides(series: &[&[Bucket]], k: usize) -> (Side, Side) {
+    let (mut b, mut a) = (Side::default(), Side::default());
+    for s in series {
+        s[..k].iter().for_each(|x| b.add(x));
+        s[k..].iter().for_each(|x| a.add(x));
+    }
+    (b, a)
+}
+
+/// [`detect`] with the counts given, and the sides of a split (with their
+/// sketches) built by `sides` only for the few splits that score high
+/// enough. A service's counts are the sum of its operations', each
+/// operation's spans counted above its own thresholds, so traffic moving
+/// from a fast operation to a slow one does not pass for a slowdown.
 ///
 /// Every test of a split is O(1) from prefix sums of the counts, so a
 /// series costs O(buckets) plus sketch work for the few splits that score
 /// high enough: hundreds of operations an hour stay a few milliseconds.
-pub fn detect_counts(series: &[Bucket], counts: &[Counts], split: Split) -> Vec<Change> {
-    debug_assert_eq!(series.len(), counts.len());
-    let n = series.len();
+pub fn detect_counts(counts: &[Counts], split: Split, sides: impl Fn(usize) -> (Side, Side)) -> Vec<Change> {
+    let n = counts.len();
     let total: u64 = counts.iter().map(|c| c.spans).sum();
     if n < 2 || total < 2 * MIN_SPANS {
         return Vec::new();
@@ -192,12 +203,6 @@ pub fn detect_counts(series: &[Bucket], counts: &[Counts], split: Split) -> Vec<
             latency.push((z, k));
         }
     }
-    let sides = |k: usize| -> (Side, Side) {
-        let (mut b, mut a) = (Side::default(), Side::default());
-        series[..k].iter().for_each(|x| b.add(x));
-        series[k..].iter().for_each(|x| a.add(x));
-        (b, a)
-    };
     let mut out = Vec::new();
     if let Some((z, at)) = error_best {
         let (before, after) = sides(at);

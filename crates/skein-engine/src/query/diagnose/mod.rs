@@ -185,25 +185,22 @@ pub fn diagnose(
     let mut services_examined = 0;
     for (service, ops) in series.services() {
         let whole = ops.len() > 1;
-        let mut sum_buckets = vec![Bucket::default(); if whole { buckets.count } else { 0 }];
-        let mut sum_counts = vec![Counts::default(); sum_buckets.len()];
+        let mut sum = vec![Counts::default(); if whole { buckets.count } else { 0 }];
         let mut op_found = [false; 2];
         for (op, s) in ops {
             let counts = change::counts(s);
-            for c in change::detect_counts(s, &counts, split) {
+            for c in change::detect_counts(&counts, split, |k| change::sides(&[s], k)) {
                 op_found[c.kind as usize] = true;
                 changes.push((service.to_string(), Some(op.clone()), c));
             }
-            if whole {
-                for (i, b) in s.iter().enumerate() {
-                    sum_buckets[i].merge(b);
-                    sum_counts[i].add(&counts[i]);
-                }
+            for (total, c) in sum.iter_mut().zip(&counts) {
+                total.add(c);
             }
         }
         if whole {
             services_examined += 1;
-            for c in change::detect_counts(&sum_buckets, &sum_counts, split) {
+            let all: Vec<&[Bucket]> = ops.values().map(Vec::as_slice).collect();
+            for c in change::detect_counts(&sum, split, |k| change::sides(&all, k)) {
                 if !op_found[c.kind as usize] {
                     changes.push((service.to_string(), None, c));
                 }

@@ -80,14 +80,6 @@ pub struct Bucket {
 }
 
 impl Bucket {
-    /// Adds another bucket of the same time (a service's sum of its
-    /// operations).
-    pub fn merge(&mut self, o: &Bucket) {
-        self.count += o.count;
-        self.errors += o.errors;
-        self.durations.merge(&o.durations);
-    }
-
     fn add_minute(&mut self, m: &MinuteStats) {
         self.count += m.count as u64;
         self.errors += m.errors as u64;
