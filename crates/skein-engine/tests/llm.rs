@@ -130,6 +130,8 @@ enum Step {
     Flush,
     Compact,
     Reopen,
+    /// Reopen with every part's calls table deleted (rebuilt on open).
+    LoseCallsTables,
 }
 
 fn generated() -> impl Strategy<Value = Gen> {
@@ -152,6 +154,7 @@ fn step() -> impl Strategy<Value = Step> {
         2 => Just(Step::Flush),
         1 => Just(Step::Compact),
         1 => Just(Step::Reopen),
+        1 => Just(Step::LoseCallsTables),
     ]
 }
 
@@ -365,6 +368,14 @@ proptest! {
                     drop(engine);
                     engine = Engine::open(options(dir.path())).unwrap();
                 }
+                Step::LoseCallsTables => {
+                    engine.close().unwrap();
+                    drop(engine);
+                    for f in calls_tables(dir.path()) {
+                        std::fs::remove_file(f).unwrap();
+                    }
+                    engine = Engine::open(options(dir.path())).unwrap();
+                }
             }
         }
         check(&engine, &sent);
@@ -415,4 +426,99 @@ fn evaluation_events_in_spans_are_scores_once() {
     let (usage, _) = engine.llm_usage(Window::ALL, UsageGroupBy::Model, true).unwrap();
     let s = usage.totals.scores.as_ref().unwrap();
     assert_eq!((s["relevance"].mean, s["relevance"].count), (0.75, 1));
+}
+
+/// The calls tables under a data directory.
+fn calls_tables(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.extension().is_some_and(|x| x == "calls") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn parts_of(dir: &Path) -> usize {
+    calls_tables(dir)
+        .iter()
+        .filter(|p| p.with_extension("parquet").exists())
+        .count()
+}
+
+#[test]
+fn parts_answer_from_their_calls_tables_which_are_rebuilt_when_lost_and_go_with_their_part() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = Engine::open(options(dir.path())).unwrap();
+    let gens: Vec<Gen> = (0..40u8)
+        .map(|i| Gen {
+            trace: i % 7,
+            n: i,
+            convention: i % 4,
+            model: i % 3,
+            tokens: 100 + i as u16 * 13,
+            session: i % 5,
+            flags: i,
+        })
+        .collect();
+    let mut sent = BTreeMap::new();
+    for chunk in gens.chunks(10) {
+        let spans: Vec<Span> = chunk.iter().map(span_of).collect();
+        for s in &spans {
+            sent.insert((s.trace_id.as_u128(), s.span_id.0), s.clone());
+        }
+        engine.ingest_spans(spans).unwrap();
+        engine.flush().unwrap();
+    }
+    // One calls table per span part, and every part read through it.
+    assert_eq!(calls_tables(dir.path()).len(), 4);
+    assert_eq!(parts_of(dir.path()), 4);
+    let (_, explain) = engine.llm_usage(Window::ALL, UsageGroupBy::Model, false).unwrap();
+    let v = serde_json::to_value(&explain).unwrap();
+    let parts: Vec<&serde_json::Value> = v["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["kind"] == "part")
+        .collect();
+    assert_eq!(parts.len(), 4, "{v}");
+    assert!(parts.iter().all(|s| s["read_from"] == "calls table"), "{v}");
+    check(&engine, &sent);
+
+    // Compaction: the replaced parts' tables go with them.
+    engine.compact().unwrap();
+    let after = calls_tables(dir.path());
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_eq!(parts_of(dir.path()), 1);
+    check(&engine, &sent);
+
+    // Lost (or damaged): rebuilt from the part on open, same answers.
+    engine.close().unwrap();
+    drop(engine);
+    std::fs::remove_file(&after[0]).unwrap();
+    engine = Engine::open(options(dir.path())).unwrap();
+    assert_eq!(calls_tables(dir.path()), after);
+    check(&engine, &sent);
+    engine.close().unwrap();
+    drop(engine);
+    std::fs::write(&after[0], b"not parquet").unwrap();
+    engine = Engine::open(options(dir.path())).unwrap();
+    assert!(std::fs::metadata(&after[0]).unwrap().len() > 100);
+    check(&engine, &sent);
+
+    // An orphan (a crash between the table and its part) is removed.
+    engine.close().unwrap();
+    drop(engine);
+    let orphan = after[0].with_file_name("00000000000fffff.calls");
+    std::fs::copy(&after[0], &orphan).unwrap();
+    engine = Engine::open(options(dir.path())).unwrap();
+    assert!(!orphan.exists());
+    check(&engine, &sent);
 }

@@ -6,6 +6,7 @@
 //! sidecar can be rebuilt from it, and compaction's "this part replaces
 //! those" survives any crash (see `engine::recovery`).
 
+pub mod calls;
 pub mod columns;
 mod constants;
 pub mod index;
@@ -81,13 +82,18 @@ pub fn text_name(signal: Signal, id: u64) -> String {
     format!("{}/{id:016x}.txt", signal.as_str())
 }
 
-/// The files beside a part's Parquet file, deleted with it.
-pub fn sidecar_names(signal: Signal, id: u64) -> [String; 2] {
-    [index_name(signal, id), text_name(signal, id)]
+/// The files beside a part's Parquet file, deleted with it (a span part's
+/// calls table too).
+pub fn sidecar_names(signal: Signal, id: u64) -> Vec<String> {
+    let mut names = vec![index_name(signal, id), text_name(signal, id)];
+    if signal == Signal::Spans {
+        names.push(calls::calls_name(id));
+    }
+    names
 }
 
 /// Parses `spans/00000000000000ab.parquet` into (signal, id, is_parquet);
-/// sidecars (`.idx`, `.txt`) are not Parquet.
+/// sidecars (`.idx`, `.txt`, `.calls`) are not Parquet.
 pub fn parse_name(name: &str) -> Option<(Signal, u64, bool)> {
     let (prefix, file) = name.split_once('/')?;
     let signal = Signal::ALL.into_iter().find(|s| s.as_str() == prefix)?;
@@ -95,7 +101,7 @@ pub fn parse_name(name: &str) -> Option<(Signal, u64, bool)> {
     let id = u64::from_str_radix(stem, 16).ok()?;
     match ext {
         "parquet" => Some((signal, id, true)),
-        "idx" | "txt" => Some((signal, id, false)),
+        "idx" | "txt" | "calls" => Some((signal, id, false)),
         _ => None,
     }
 }

@@ -12,6 +12,7 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::{FieldLevels, ProjectionMask, parquet_to_arrow_field_levels};
 use parquet::file::metadata::PageIndexPolicy;
 
+use super::calls::{CallsTable, CallsWriter};
 use super::columns::SharedParse;
 use super::constants::{self, ConstantColumns};
 use super::index::{self, IndexBuilder, PartIndex};
@@ -19,6 +20,7 @@ use super::page_cache::{self, CachedRowGroups, PageCache};
 use super::{Columnar, META_KEY, PartMeta, index_name, parquet_name, text_name};
 use crate::error::{Error, Result};
 use crate::query::Window;
+use crate::record::Signal;
 use crate::storage::{ParquetSource, PartStore};
 use skein_text::PartTextIndex;
 
@@ -43,6 +45,9 @@ pub struct Part {
     parsed: SharedParse,
     /// Per row group, how point reads skip its constant columns.
     constants: Vec<Option<ConstantColumns>>,
+    /// A span part's calls table (none for an older part, and for other
+    /// signals).
+    calls: Option<CallsTable>,
 }
 
 impl std::fmt::Debug for Part {
@@ -156,7 +161,32 @@ impl Part {
                 store.put(&idx_name, &index::encode(&part.index, index::INDEX_ZSTD_LEVEL)?)?;
             }
         }
+        if R::SIGNAL == Signal::Spans && part.calls.is_none() {
+            part.calls = part.rebuild_calls(&store)?;
+        }
         Ok(part)
+    }
+
+    /// Writes the calls table again from the part's columns, a chunk at a
+    /// time; `None` for a part without the typed GenAI columns.
+    fn rebuild_calls(&self, store: &Arc<dyn PartStore>) -> Result<Option<CallsTable>> {
+        let Some(mut w) = CallsWriter::new(store, self.meta.id, self.arrow_meta.schema())? else {
+            return Ok(None);
+        };
+        tracing::info!(
+            "rebuilding the calls table of span part {} (missing or unreadable)",
+            self.meta.id
+        );
+        for b in self.read_columns(&super::calls::source_columns(), 0..self.rows(), 65536)? {
+            w.add(&b)?;
+        }
+        w.finish()?;
+        CallsTable::open(store, self.meta.id).map(Some)
+    }
+
+    /// The calls table, for a span part that has one.
+    pub fn calls(&self) -> Option<&CallsTable> {
+        self.calls.as_ref()
     }
 
     pub(crate) fn open_with_index<R: Columnar>(
@@ -181,6 +211,13 @@ impl Part {
         index: PartIndex,
     ) -> Result<Part> {
         let text = load_text_index(store, &text_name(meta.signal, meta.id));
+        // Just written with its part, or (from `open`) loaded or rebuilt
+        // after this.
+        let calls = if R::SIGNAL == Signal::Spans {
+            CallsTable::open(store, meta.id).ok()
+        } else {
+            None
+        };
         Ok(Part {
             meta,
             index,
@@ -195,6 +232,7 @@ impl Part {
             instance: page_cache::next_instance(),
             page_cache: None,
             parsed: SharedParse::default(),
+            calls,
         })
     }
 
@@ -240,7 +278,10 @@ impl Part {
 
     /// Memory held for this part: sidecar plus Parquet metadata.
     pub fn memory_bytes(&self) -> usize {
-        self.index.memory_bytes() + self.arrow_meta.metadata().memory_size() + self.text_index_memory_bytes() as usize
+        self.index.memory_bytes()
+            + self.arrow_meta.metadata().memory_size()
+            + self.text_index_memory_bytes() as usize
+            + self.calls.as_ref().map_or(0, CallsTable::memory_bytes)
     }
 
     /// Bytes of the full-text index's file.

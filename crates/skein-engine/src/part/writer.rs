@@ -16,6 +16,7 @@ use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
+use super::calls::CallsWriter;
 use super::index::{IndexBuilder, PartIndex};
 use super::{Columnar, FORMAT_VERSION, META_KEY, Part, PartMeta, index_name, parquet_name, text_name};
 use crate::error::{Error, Result};
@@ -58,7 +59,7 @@ impl Default for WriterOptions {
 /// Rows converted to Arrow per chunk.
 const CHUNK_ROWS: usize = 8192;
 
-struct SinkWriter(Box<dyn ObjectSink>);
+pub(super) struct SinkWriter(pub(super) Box<dyn ObjectSink>);
 
 impl std::io::Write for SinkWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -188,12 +189,15 @@ pub struct PartWriter<R: Columnar> {
     /// Why the full-text index was given up (the part is written without
     /// one: text queries then scan it).
     text_failed: Option<String>,
+    /// A span part's calls table, filled as batches are written.
+    calls: Option<CallsWriter>,
 }
 
 impl<R: Columnar> PartWriter<R> {
     /// `meta` gives id, sequence range, lineage; rows and times are filled in.
     pub fn new(store: Arc<dyn PartStore>, meta: PartMeta, opts: &WriterOptions) -> Result<Self> {
         let sink = store.create(&parquet_name(R::SIGNAL, meta.id))?;
+        let calls = CallsWriter::new(&store, meta.id, &R::schema())?;
         let writer = ArrowWriter::try_new(
             SinkWriter(sink),
             R::schema(),
@@ -221,6 +225,7 @@ impl<R: Columnar> PartWriter<R> {
             text: None,
             given_text: None,
             text_failed: None,
+            calls,
         })
     }
 
@@ -288,8 +293,17 @@ impl<R: Columnar> PartWriter<R> {
         let chunk = std::mem::replace(&mut self.chunk, Vec::with_capacity(CHUNK_ROWS));
         self.converter.send(chunk)?;
         if self.converter.in_flight > 1 {
-            let batch = self.converter.receive()?;
-            self.writer.write(&batch)?;
+            self.write_converted()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the oldest converted batch to the part and its calls table.
+    fn write_converted(&mut self) -> Result<()> {
+        let batch = self.converter.receive()?;
+        self.writer.write(&batch)?;
+        if let Some(calls) = &mut self.calls {
+            calls.add(&batch)?;
         }
         Ok(())
     }
@@ -314,8 +328,7 @@ impl<R: Columnar> PartWriter<R> {
     pub fn finish(mut self) -> Result<Part> {
         self.flush_chunk()?;
         while self.converter.in_flight > 0 {
-            let batch = self.converter.receive()?;
-            self.writer.write(&batch)?;
+            self.write_converted()?;
         }
         self.meta.rows = self.rows as u64;
         if self.meta.rows == 0 {
@@ -359,6 +372,9 @@ impl<R: Columnar> PartWriter<R> {
                 self.meta.id,
                 R::SIGNAL.as_str()
             );
+        }
+        if let Some(calls) = self.calls.take() {
+            calls.finish()?;
         }
         let sink = self.writer.into_inner()?;
         sink.0.commit()?;

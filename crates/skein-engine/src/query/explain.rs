@@ -14,6 +14,9 @@ pub struct SourceExplain {
     /// Why the source was skipped without reading rows, if it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pruned: Option<String>,
+    /// What was read instead of the part's own columns (its calls table).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_from: Option<&'static str>,
     pub rows_examined: u64,
     pub rows_decoded: u64,
 }
@@ -24,6 +27,7 @@ impl SourceExplain {
             kind,
             part_id,
             pruned: None,
+            read_from: None,
             rows_examined: 0,
             rows_decoded: 0,
         }

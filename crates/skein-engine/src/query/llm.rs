@@ -1,8 +1,9 @@
 //! LLM and agent telemetry, aggregated: usage and cost by a dimension, tool
 //! calls by tool, and sessions (conversations).
 //!
-//! Parts answer from their typed GenAI columns (`llm_*`, `session_id`, …,
-//! written from each span's [`LlmCall`]), never from attribute JSON; the hot
+//! Parts answer from their calls tables (the GenAI and session rows of the
+//! part's typed columns `llm_*`, `session_id`, …, written from each span's
+//! [`LlmCall`]; see `part::calls`), never from attribute JSON; the hot
 //! tier derives the same view from its spans; a part written before those
 //! columns existed is decoded instead. Costs are computed at query time from
 //! tokens and the price table, so a corrected price applies to old data
@@ -13,10 +14,11 @@
 //! traces (OTel GenAI instrumentations put `gen_ai.conversation.id` on the
 //! agent span only, not on each model call below it).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float64Type, Int8Type, Int64Type, TimestampNanosecondType};
+use arrow_array::types::{Float64Type, Int8Type, Int64Type, TimestampNanosecondType, UInt32Type};
 use arrow_array::{Array, BooleanArray, FixedSizeBinaryArray, PrimitiveArray, RecordBatch, StringArray};
 use serde::Serialize;
 use skein_model::Span;
@@ -25,11 +27,12 @@ use skein_model::genai::{CallKind, CostInput, CostSource, LlmCall, PriceMemo, Pr
 use super::explain::{Explain, SourceExplain};
 use super::search::Source;
 use super::shadow::{ShadowCache, shadowed_span_rows};
-use super::sketch::Sketch;
+use super::sketch::{BatchedSketch, Sketch};
 use super::window::Window;
 use crate::error::Result;
 use crate::hash::{FastMap, FastSet};
 use crate::part::Part;
+use crate::part::calls::{self, CallsTable};
 use crate::part::columns::SPAN_LLM_COLUMNS;
 
 /// One GenAI span as the aggregations see it, borrowed from a part's
@@ -174,6 +177,9 @@ fn visit_part(
     ex: &mut SourceExplain,
     f: &mut dyn FnMut(&CallRow<'_>),
 ) -> Result<()> {
+    if let Some(calls) = p.calls() {
+        return visit_calls_table(calls, w, needs, shadowed, ex, f);
+    }
     let range = p.index.row_range(p.rows(), w);
     // First the two sparse columns that say which rows are GenAI spans (a
     // few percent of rows, mostly nulls: cheap), then every column of just
@@ -195,13 +201,7 @@ fn visit_part(
             }
         }
     }
-    let mut columns: Vec<&str> = ROW_COLUMNS.iter().chain(SPAN_LLM_COLUMNS).copied().collect();
-    if needs.trace {
-        columns.push("trace_id");
-    }
-    if needs.service {
-        columns.push("service_name");
-    }
+    let columns = call_columns(needs);
     for chunk in rows.chunks(65536) {
         ex.rows_decoded += chunk.len() as u64;
         for b in p.read_row_columns(&columns, chunk)? {
@@ -213,6 +213,48 @@ fn visit_part(
                 if w.contains(time) {
                     f(&cols.row(i, time));
                 }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The columns a visit reads of each call.
+fn call_columns(needs: Needs) -> Vec<&'static str> {
+    let mut columns: Vec<&str> = ROW_COLUMNS.iter().chain(SPAN_LLM_COLUMNS).copied().collect();
+    if needs.trace {
+        columns.push("trace_id");
+    }
+    if needs.service {
+        columns.push("service_name");
+    }
+    columns
+}
+
+/// A part's calls from its calls table: every call row, densely.
+fn visit_calls_table(
+    calls: &CallsTable,
+    w: Window,
+    needs: Needs,
+    shadowed: &FastSet<u32>,
+    ex: &mut SourceExplain,
+    f: &mut dyn FnMut(&CallRow<'_>),
+) -> Result<()> {
+    ex.read_from = Some("calls table");
+    for b in calls.read(&call_columns(needs))? {
+        let cols = LlmBatch::new(&b).ok_or_else(|| {
+            crate::error::Error::corrupt("calls table", "a GenAI column is missing or of the wrong type")
+        })?;
+        let rows = b
+            .column_by_name(calls::ROW)
+            .and_then(|c| c.as_primitive_opt::<UInt32Type>())
+            .ok_or_else(|| crate::error::Error::corrupt("calls table", "no row column"))?;
+        ex.rows_examined += b.num_rows() as u64;
+        ex.rows_decoded += b.num_rows() as u64;
+        for i in 0..b.num_rows() {
+            let time = cols.start.value(i).max(0) as u64;
+            if w.contains(time) && !shadowed.contains(&rows.value(i)) {
+                f(&cols.row(i, time));
             }
         }
     }
@@ -369,16 +411,49 @@ impl UsageGroupBy {
         })
     }
 
-    fn key(self, r: &CallRow<'_>) -> Option<String> {
+    fn key<'a>(self, r: &CallRow<'a>) -> Option<Cow<'a, str>> {
         match self {
-            UsageGroupBy::Model => r.model.or(r.request_model).map(str::to_string),
-            UsageGroupBy::Provider => r.provider.map(str::to_string),
-            UsageGroupBy::Service => Some(r.service.to_string()),
-            UsageGroupBy::Session => r.session.map(str::to_string),
-            UsageGroupBy::Agent => r.agent.map(str::to_string),
-            UsageGroupBy::User => r.user.map(str::to_string),
-            UsageGroupBy::Day => Some(date_of(r.time)),
+            UsageGroupBy::Model => r.model.or(r.request_model).map(Cow::Borrowed),
+            UsageGroupBy::Provider => r.provider.map(Cow::Borrowed),
+            UsageGroupBy::Service => Some(Cow::Borrowed(r.service)),
+            UsageGroupBy::Session => r.session.map(Cow::Borrowed),
+            UsageGroupBy::Agent => r.agent.map(Cow::Borrowed),
+            UsageGroupBy::User => r.user.map(Cow::Borrowed),
+            UsageGroupBy::Day => Some(Cow::Owned(date_of(r.time))),
         }
+    }
+}
+
+/// Usage by group key, found without allocating a key per call.
+#[derive(Default)]
+struct Groups {
+    named: FastMap<String, UsageAcc>,
+    /// Calls without the key (no session, say).
+    none: Option<UsageAcc>,
+}
+
+impl Groups {
+    fn get(&mut self, key: Option<&str>) -> &mut UsageAcc {
+        let Some(k) = key else {
+            return self.none.get_or_insert_with(UsageAcc::default);
+        };
+        if !self.named.contains_key(k) {
+            self.named.insert(k.to_string(), UsageAcc::default());
+        }
+        self.named.get_mut(k).expect("inserted above")
+    }
+
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut UsageAcc> {
+        self.named.values_mut().chain(self.none.as_mut())
+    }
+
+    /// Keyless first, then by key.
+    fn into_sorted(self) -> Vec<(Option<String>, UsageAcc)> {
+        let mut out: Vec<(Option<String>, UsageAcc)> = self.none.map(|a| (None, a)).into_iter().collect();
+        let mut named: Vec<(String, UsageAcc)> = self.named.into_iter().collect();
+        named.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        out.extend(named.into_iter().map(|(k, a)| (Some(k), a)));
+        out
     }
 }
 
@@ -426,8 +501,8 @@ struct UsageAcc {
     tokens: [i64; 5],
     cost_usd: f64,
     unpriced: u64,
-    latency: Sketch,
-    ttft: Sketch,
+    latency: BatchedSketch,
+    ttft: BatchedSketch,
     /// Per score name: sum and count.
     scores: Option<BTreeMap<String, (f64, u64)>>,
 }
@@ -466,8 +541,9 @@ impl UsageAcc {
         }
     }
 
-    fn finish(&self) -> UsageFigures {
+    fn finish(self) -> UsageFigures {
         let [input, output, cache_read, cache_write, reasoning] = self.tokens;
+        let (latency, ttft) = (self.latency.finish(), self.ttft.finish());
         UsageFigures {
             calls: self.calls,
             errors: self.errors,
@@ -478,9 +554,9 @@ impl UsageAcc {
             reasoning_tokens: reasoning,
             cost_usd: self.cost_usd,
             unpriced_calls: self.unpriced,
-            latency_p50_ns: self.latency.quantile(0.5),
-            latency_p95_ns: self.latency.quantile(0.95),
-            ttft_p50_ns: (self.ttft.count() > 0).then(|| self.ttft.quantile(0.5)),
+            latency_p50_ns: latency.quantile(0.5),
+            latency_p95_ns: latency.quantile(0.95),
+            ttft_p50_ns: (ttft.count() > 0).then(|| ttft.quantile(0.5)),
             scores: self.scores.as_ref().map(|m| {
                 m.iter()
                     .map(|(k, (sum, n))| {
@@ -519,7 +595,7 @@ pub fn usage(
     explain: &mut Explain,
 ) -> Result<Usage> {
     let mut memo = PriceMemo::new(pricing);
-    let mut groups: BTreeMap<Option<String>, UsageAcc> = BTreeMap::new();
+    let mut groups = Groups::default();
     let mut totals = UsageAcc::default();
     // The groups of each trace's calls, when scores are asked for.
     let mut trace_groups: FastMap<u128, Vec<Option<String>>> = FastMap::default();
@@ -536,11 +612,11 @@ pub fn usage(
         let key = group_by.key(r);
         if scores.is_some() {
             let keys = trace_groups.entry(r.trace_id).or_default();
-            if !keys.contains(&key) {
-                keys.push(key.clone());
+            if !keys.iter().any(|k| k.as_deref() == key.as_deref()) {
+                keys.push(key.as_deref().map(str::to_string));
             }
         }
-        groups.entry(key).or_default().add(r, usd);
+        groups.get(key.as_deref()).add(r, usd);
         totals.add(r, usd);
     })?;
     if let Some(scores) = scores {
@@ -565,13 +641,12 @@ pub fn usage(
             };
             totals.add_score(&s.name, value);
             for k in keys {
-                if let Some(g) = groups.get_mut(k) {
-                    g.add_score(&s.name, value);
-                }
+                groups.get(k.as_deref()).add_score(&s.name, value);
             }
         }
     }
     let mut out: Vec<UsageGroup> = groups
+        .into_sorted()
         .into_iter()
         .map(|(key, acc)| UsageGroup {
             key,
@@ -663,6 +738,7 @@ pub struct SessionSummary {
 
 impl SessionSummary {
     /// A session with nothing counted yet.
+    #[cfg(test)]
     fn empty(session_id: String) -> SessionSummary {
         SessionSummary {
             session_id,
@@ -682,16 +758,73 @@ impl SessionSummary {
 }
 
 /// GenAI facts of one trace, before it is known which session owns it.
+/// Strings are interned ([`Names`]): a trace costs a few words, and the
+/// summaries are spelled out only for the sessions shown.
 #[derive(Default)]
 struct TraceAcc {
-    session: Option<String>,
+    session: Option<u32>,
     llm_calls: u64,
     input: i64,
     output: i64,
     cost_usd: f64,
     errors: u64,
-    models: BTreeSet<String>,
-    agents: BTreeSet<String>,
+    models: Vec<u32>,
+    agents: Vec<u32>,
+    start: u64,
+    end: u64,
+}
+
+/// Strings seen, each numbered once.
+#[derive(Default)]
+struct Names {
+    ids: FastMap<String, u32>,
+    names: Vec<String>,
+}
+
+impl Names {
+    fn id(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.ids.get(s) {
+            return i;
+        }
+        let i = self.names.len() as u32;
+        self.ids.insert(s.to_string(), i);
+        self.names.push(s.to_string());
+        i
+    }
+
+    fn get(&self, s: &str) -> Option<u32> {
+        self.ids.get(s).copied()
+    }
+
+    fn name(&self, i: u32) -> &str {
+        &self.names[i as usize]
+    }
+
+    /// The names of `ids`, sorted.
+    fn sorted(&self, ids: &[u32]) -> Vec<String> {
+        let mut v: Vec<String> = ids.iter().map(|&i| self.name(i).to_string()).collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+fn add_unique(v: &mut Vec<u32>, x: u32) {
+    if !v.contains(&x) {
+        v.push(x);
+    }
+}
+
+/// One session's figures, its strings still interned.
+struct SessionAgg {
+    session: u32,
+    traces: Vec<u128>,
+    llm_calls: u64,
+    input: i64,
+    output: i64,
+    cost_usd: f64,
+    errors: u64,
+    models: Vec<u32>,
+    agents: Vec<u32>,
     start: u64,
     end: u64,
 }
@@ -700,6 +833,9 @@ struct TraceAcc {
 struct SessionAcc<'p> {
     memo: PriceMemo<'p>,
     traces: FastMap<u128, TraceAcc>,
+    sessions: Names,
+    models: Names,
+    agents: Names,
 }
 
 impl<'p> SessionAcc<'p> {
@@ -707,6 +843,9 @@ impl<'p> SessionAcc<'p> {
         SessionAcc {
             memo: PriceMemo::new(pricing),
             traces: FastMap::default(),
+            sessions: Names::default(),
+            models: Names::default(),
+            agents: Names::default(),
         }
     }
 
@@ -721,22 +860,18 @@ impl<'p> SessionAcc<'p> {
         if t.session.is_none()
             && let Some(s) = r.session
         {
-            t.session = Some(s.to_string());
+            t.session = Some(self.sessions.id(s));
         }
         t.start = t.start.min(r.time);
         t.end = t.end.max(r.time.saturating_add(r.duration_ns));
         t.errors += (r.error && matches!(r.kind, Some(CallKind::Llm | CallKind::Tool))) as u64;
-        if let Some(a) = r.agent
-            && !t.agents.contains(a)
-        {
-            t.agents.insert(a.to_string());
+        if let Some(a) = r.agent {
+            add_unique(&mut t.agents, self.agents.id(a));
         }
         if r.is_llm() {
             t.llm_calls += 1;
-            if let Some(m) = r.model.or(r.request_model)
-                && !t.models.contains(m)
-            {
-                t.models.insert(m.to_string());
+            if let Some(m) = r.model.or(r.request_model) {
+                add_unique(&mut t.models, self.models.id(m));
             }
             if r.counts_tokens() {
                 t.input += r.tokens.input.unwrap_or(0);
@@ -748,65 +883,78 @@ impl<'p> SessionAcc<'p> {
         }
     }
 
-    /// The sessions (only `only`, if set), each with its traces; `spans`
-    /// counts a trace's spans.
-    fn finish(self, only: Option<&str>, spans: impl Fn(u128) -> u64) -> Vec<(SessionSummary, Vec<u128>)> {
-        // Per session: its summary, traces, models and agents.
-        type Gathered = (SessionSummary, Vec<u128>, BTreeSet<String>, BTreeSet<String>);
-        let mut sessions: FastMap<String, Gathered> = FastMap::default();
+    /// The sessions (only `only`, if set), each with its traces sorted.
+    fn gather(&mut self, only: Option<&str>) -> Vec<SessionAgg> {
+        let only = match only {
+            Some(id) => match self.sessions.get(id) {
+                Some(i) => Some(i),
+                None => return Vec::new(),
+            },
+            None => None,
+        };
+        let mut sessions: FastMap<u32, SessionAgg> = FastMap::default();
         // In trace order, so that sums of costs do not depend on a map's.
-        let mut traces: Vec<(u128, TraceAcc)> = self.traces.into_iter().collect();
-        traces.sort_unstable_by_key(|(t, _)| *t);
-        for (trace, t) in traces {
-            let Some(id) = t.session else { continue };
-            if only.is_some_and(|want| want != id) {
-                continue;
-            }
-            let (s, ids, models, agents) = sessions
-                .entry(id.clone())
-                .or_insert_with(|| (SessionSummary::empty(id), Vec::new(), BTreeSet::new(), BTreeSet::new()));
-            s.traces += 1;
+        let mut order: Vec<(u128, u32)> = self
+            .traces
+            .iter()
+            .filter_map(|(t, acc)| acc.session.map(|s| (*t, s)))
+            .filter(|(_, s)| only.is_none_or(|o| o == *s))
+            .collect();
+        order.sort_unstable();
+        for (trace, session) in order {
+            let t = &self.traces[&trace];
+            let s = sessions.entry(session).or_insert_with(|| SessionAgg {
+                session,
+                traces: Vec::new(),
+                llm_calls: 0,
+                input: 0,
+                output: 0,
+                cost_usd: 0.0,
+                errors: 0,
+                models: Vec::new(),
+                agents: Vec::new(),
+                start: u64::MAX,
+                end: 0,
+            });
+            s.traces.push(trace);
             s.llm_calls += t.llm_calls;
-            s.input_tokens += t.input;
-            s.output_tokens += t.output;
+            s.input += t.input;
+            s.output += t.output;
             s.cost_usd += t.cost_usd;
             s.errors += t.errors;
-            s.start_time_unix_nano = s.start_time_unix_nano.min(t.start);
-            s.end_time_unix_nano = s.end_time_unix_nano.max(t.end);
-            ids.push(trace);
-            models.extend(t.models);
-            agents.extend(t.agents);
+            s.start = s.start.min(t.start);
+            s.end = s.end.max(t.end);
+            for &m in &t.models {
+                add_unique(&mut s.models, m);
+            }
+            for &a in &t.agents {
+                add_unique(&mut s.agents, a);
+            }
         }
-        sessions
-            .into_values()
-            .map(|(mut s, mut ids, models, agents)| {
-                ids.sort_unstable();
-                s.spans = ids.iter().map(|t| spans(*t)).sum();
-                s.models = models.into_iter().collect();
-                s.agents = agents.into_iter().collect();
-                (s, ids)
-            })
-            .collect()
+        sessions.into_values().collect()
     }
-}
 
-/// Every session with activity in `w`, unordered, each with its traces.
-/// Spans are counted off the trace indexes.
-pub fn session_summaries(
-    sources: &[Source<Span>],
-    w: Window,
-    pricing: &Pricing,
-    cache: &ShadowCache,
-    explain: &mut Explain,
-) -> Result<Vec<(SessionSummary, Vec<u128>)>> {
-    let mut acc = SessionAcc::new(pricing);
-    let needs = Needs {
-        trace: true,
-        service: false,
-    };
-    visit_calls(sources, w, needs, cache, explain, &mut |r| acc.add(r))?;
-    let spans = live_trace_rows(sources, cache)?;
-    Ok(acc.finish(None, spans))
+    fn session_id(&self, s: &SessionAgg) -> &str {
+        self.sessions.name(s.session)
+    }
+
+    /// A session's summary, spelled out; `spans` counts a trace's spans.
+    fn summary(&self, s: &SessionAgg, spans: impl Fn(u128) -> u64) -> SessionSummary {
+        SessionSummary {
+            session_id: self.session_id(s).to_string(),
+            traces: s.traces.len() as u64,
+            spans: s.traces.iter().map(|t| spans(*t)).sum(),
+            llm_calls: s.llm_calls,
+            input_tokens: s.input,
+            output_tokens: s.output,
+            cost_usd: s.cost_usd,
+            errors: s.errors,
+            models: self.models.sorted(&s.models),
+            agents: self.agents.sorted(&s.agents),
+            start_time_unix_nano: s.start,
+            end_time_unix_nano: s.end,
+        }
+    }
 }
 
 /// One session: the traces in which a span in `w` carries its id (found
@@ -840,13 +988,11 @@ pub fn session(
             }
         }
     }
-    let Some((summary, traces)) = acc
-        .finish(Some(id), |t| span_counts.get(&t).copied().unwrap_or(0))
-        .into_iter()
-        .next()
-    else {
+    let Some(agg) = acc.gather(Some(id)).into_iter().next() else {
         return Ok(None);
     };
+    let summary = acc.summary(&agg, |t| span_counts.get(&t).copied().unwrap_or(0));
+    let traces = agg.traces;
     // A trace found through a superseded copy of a span (re-sent without
     // the session) is not the session's: its turns go too.
     let ours: FastSet<u128> = traces.iter().copied().collect();
@@ -886,6 +1032,31 @@ fn session_traces(sources: &[Source<Span>], id: &str, w: Window, explain: &mut E
                 let mut ex = SourceExplain::new("part", Some(p.meta.id));
                 if p.misses(w) {
                     ex.pruned = Some("time range".into());
+                    explain.add(ex);
+                    continue;
+                }
+                if let Some(calls) = p.calls() {
+                    ex.read_from = Some("calls table");
+                    for b in calls.read(&["session_id", "trace_id", "start_time_unix_nano"])? {
+                        let (Some(session), Some(tid), Some(start)) = (
+                            b.column_by_name("session_id").and_then(|c| c.as_string_opt::<i32>()),
+                            b.column_by_name("trace_id").and_then(|c| c.as_fixed_size_binary_opt()),
+                            b.column_by_name("start_time_unix_nano")
+                                .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>()),
+                        ) else {
+                            return Err(crate::error::Error::corrupt(
+                                "calls table",
+                                "a session column is missing",
+                            ));
+                        };
+                        ex.rows_examined += b.num_rows() as u64;
+                        for i in 0..b.num_rows() {
+                            if session.is_valid(i) && session.value(i) == id && w.contains(start.value(i).max(0) as u64)
+                            {
+                                traces.insert(u128::from_be_bytes(tid.value(i).try_into().unwrap_or_default()));
+                            }
+                        }
+                    }
                     explain.add(ex);
                     continue;
                 }
@@ -1012,23 +1183,32 @@ pub fn sessions(
     cache: &ShadowCache,
     explain: &mut Explain,
 ) -> Result<SessionPage> {
-    let mut all: Vec<SessionSummary> = session_summaries(sources, w, pricing, cache, explain)?
-        .into_iter()
-        .map(|(s, _)| s)
-        .collect();
-    let order = |s: &SessionSummary| (std::cmp::Reverse(s.end_time_unix_nano), s.session_id.clone());
-    all.sort_by_key(order);
-    if let Some((end, id)) = after {
-        let cut = (std::cmp::Reverse(end), id);
+    let mut acc = SessionAcc::new(pricing);
+    let needs = Needs {
+        trace: true,
+        service: false,
+    };
+    visit_calls(sources, w, needs, cache, explain, &mut |r| acc.add(r))?;
+    let mut all = acc.gather(None);
+    // Most recent first; ties by id.
+    let order = |s: &SessionAgg| (std::cmp::Reverse(s.end), acc.session_id(s));
+    let cmp = |a: &SessionAgg, b: &SessionAgg| order(a).cmp(&order(b));
+    if let Some((end, id)) = &after {
+        let cut = (std::cmp::Reverse(*end), id.as_str());
         all.retain(|s| order(s) > cut);
     }
     let more = all.len() > limit;
+    // The page only: a partial sort, then summaries (and span counts, a
+    // lookup per trace) for it alone.
+    if more && limit > 0 {
+        all.select_nth_unstable_by(limit - 1, cmp);
+    }
     all.truncate(limit);
-    let next_cursor = if more { all.last().map(encode_cursor) } else { None };
-    Ok(SessionPage {
-        sessions: all,
-        next_cursor,
-    })
+    all.sort_by(cmp);
+    let spans = live_trace_rows(sources, cache)?;
+    let sessions: Vec<SessionSummary> = all.iter().map(|s| acc.summary(s, &spans)).collect();
+    let next_cursor = if more { sessions.last().map(encode_cursor) } else { None };
+    Ok(SessionPage { sessions, next_cursor })
 }
 
 #[cfg(test)]

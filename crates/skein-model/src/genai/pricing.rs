@@ -275,7 +275,26 @@ impl<'a> CostInput<'a> {
 pub struct PriceMemo<'p> {
     pricing: &'p Pricing,
     /// By the hash of (provider, model, day), so a lookup allocates nothing.
-    memo: std::collections::HashMap<u64, Remembered>,
+    memo: std::collections::HashMap<u64, Remembered, std::hash::BuildHasherDefault<Prehashed>>,
+}
+
+/// A hasher of keys that are hashes already: a lookup is an index, not a
+/// second hash of the first.
+#[derive(Default)]
+struct Prehashed(u64);
+
+impl std::hash::Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ b as u64;
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
 }
 
 /// A remembered lookup: its key, to compare, and the price found.
@@ -296,12 +315,12 @@ impl<'p> PriceMemo<'p> {
 
     fn resolve(&mut self, provider: Option<&str>, model: &str, day: i64) -> Option<usize> {
         let p = provider.unwrap_or("");
-        let mut h = xxhash_rust::xxh3::Xxh3::new();
-        h.update(p.as_bytes());
-        h.update(&[0]);
-        h.update(model.as_bytes());
-        h.update(&day.to_le_bytes());
-        let hash = h.digest();
+        // One-shot hashes of short strings: a streaming hasher's set-up
+        // cost more than the hashing, once per call aggregated.
+        let hash = xxhash_rust::xxh3::xxh3_64_with_seed(
+            model.as_bytes(),
+            xxhash_rust::xxh3::xxh3_64_with_seed(p.as_bytes(), day as u64),
+        );
         match self.memo.get(&hash) {
             Some(r) if *r.provider == *p && *r.model == *model && r.day == day => return r.found,
             // Another key with the same hash: answer without remembering.
