@@ -162,7 +162,13 @@ impl Part {
             }
         }
         if R::SIGNAL == Signal::Spans && part.calls.is_none() {
-            part.calls = part.rebuild_calls(&store)?;
+            // Without it the part's own columns are read: slower, the same
+            // answers; so a failure to write it (a full disk) is no reason
+            // to refuse the part.
+            part.calls = part.rebuild_calls(&store).unwrap_or_else(|e| {
+                tracing::warn!("span part {} is read without a calls table: {e}", id);
+                None
+            });
         }
         Ok(part)
     }

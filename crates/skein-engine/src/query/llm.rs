@@ -762,6 +762,7 @@ impl SessionSummary {
 /// summaries are spelled out only for the sessions shown.
 #[derive(Default)]
 struct TraceAcc {
+    trace: u128,
     session: Option<u32>,
     llm_calls: u64,
     input: i64,
@@ -800,6 +801,16 @@ impl Names {
         &self.names[i as usize]
     }
 
+    /// Adds `s`'s number to `ids` unless there: the names already there
+    /// are compared first, so a trace's calls of one model hash it once.
+    fn add_to(&mut self, ids: &mut Vec<u32>, s: &str) {
+        if ids.iter().any(|&i| self.name(i) == s) {
+            return;
+        }
+        let i = self.id(s);
+        add_unique(ids, i);
+    }
+
     /// The names of `ids`, sorted.
     fn sorted(&self, ids: &[u32]) -> Vec<String> {
         let mut v: Vec<String> = ids.iter().map(|&i| self.name(i).to_string()).collect();
@@ -832,10 +843,15 @@ struct SessionAgg {
 /// Folds GenAI spans into per-trace facts, then traces into sessions.
 struct SessionAcc<'p> {
     memo: PriceMemo<'p>,
-    traces: FastMap<u128, TraceAcc>,
+    /// Each trace's place in `accs`.
+    traces: FastMap<u128, u32>,
+    accs: Vec<TraceAcc>,
     sessions: Names,
     models: Names,
     agents: Names,
+    /// Whether the sessions' traces were found beforehand
+    /// ([`SessionAcc::mark`]): calls of other traces are then passed over.
+    marked: bool,
 }
 
 impl<'p> SessionAcc<'p> {
@@ -843,9 +859,27 @@ impl<'p> SessionAcc<'p> {
         SessionAcc {
             memo: PriceMemo::new(pricing),
             traces: FastMap::default(),
+            accs: Vec::new(),
             sessions: Names::default(),
             models: Names::default(),
             agents: Names::default(),
+            marked: false,
+        }
+    }
+
+    /// Notes that `trace` has a span of `session` (the first noted wins,
+    /// as in [`SessionAcc::add`]).
+    fn mark(&mut self, trace: u128, session: &str) {
+        self.marked = true;
+        if !self.traces.contains_key(&trace) {
+            let session = Some(self.sessions.id(session));
+            self.traces.insert(trace, self.accs.len() as u32);
+            self.accs.push(TraceAcc {
+                trace,
+                session,
+                start: u64::MAX,
+                ..Default::default()
+            });
         }
     }
 
@@ -853,10 +887,23 @@ impl<'p> SessionAcc<'p> {
         if !r.counts() {
             return;
         }
-        let t = self.traces.entry(r.trace_id).or_insert_with(|| TraceAcc {
-            start: u64::MAX,
-            ..Default::default()
-        });
+        let i = if self.marked {
+            match self.traces.get(&r.trace_id) {
+                Some(&i) => i,
+                None => return,
+            }
+        } else {
+            let accs = &mut self.accs;
+            *self.traces.entry(r.trace_id).or_insert_with(|| {
+                accs.push(TraceAcc {
+                    trace: r.trace_id,
+                    start: u64::MAX,
+                    ..Default::default()
+                });
+                accs.len() as u32 - 1
+            })
+        };
+        let t = &mut self.accs[i as usize];
         if t.session.is_none()
             && let Some(s) = r.session
         {
@@ -866,12 +913,12 @@ impl<'p> SessionAcc<'p> {
         t.end = t.end.max(r.time.saturating_add(r.duration_ns));
         t.errors += (r.error && matches!(r.kind, Some(CallKind::Llm | CallKind::Tool))) as u64;
         if let Some(a) = r.agent {
-            add_unique(&mut t.agents, self.agents.id(a));
+            self.agents.add_to(&mut t.agents, a);
         }
         if r.is_llm() {
             t.llm_calls += 1;
             if let Some(m) = r.model.or(r.request_model) {
-                add_unique(&mut t.models, self.models.id(m));
+                self.models.add_to(&mut t.models, m);
             }
             if r.counts_tokens() {
                 t.input += r.tokens.input.unwrap_or(0);
@@ -884,7 +931,7 @@ impl<'p> SessionAcc<'p> {
     }
 
     /// The sessions (only `only`, if set), each with its traces sorted.
-    fn gather(&mut self, only: Option<&str>) -> Vec<SessionAgg> {
+    fn gather(&self, only: Option<&str>) -> Vec<SessionAgg> {
         let only = match only {
             Some(id) => match self.sessions.get(id) {
                 Some(i) => Some(i),
@@ -892,20 +939,25 @@ impl<'p> SessionAcc<'p> {
             },
             None => None,
         };
-        let mut sessions: FastMap<u32, SessionAgg> = FastMap::default();
-        // In trace order, so that sums of costs do not depend on a map's.
-        let mut order: Vec<(u128, u32)> = self
-            .traces
-            .iter()
-            .filter_map(|(t, acc)| acc.session.map(|s| (*t, s)))
-            .filter(|(_, s)| only.is_none_or(|o| o == *s))
-            .collect();
-        order.sort_unstable();
-        for (trace, session) in order {
-            let t = &self.traces[&trace];
-            let s = sessions.entry(session).or_insert_with(|| SessionAgg {
-                session,
-                traces: Vec::new(),
+        // Each session's traces, then summed in trace order, so that sums
+        // of costs do not depend on the order the calls were visited in.
+        let mut members: Vec<Vec<u32>> = vec![Vec::new(); self.sessions.names.len()];
+        for (i, t) in self.accs.iter().enumerate() {
+            if let Some(s) = t.session
+                && only.is_none_or(|o| o == s)
+            {
+                members[s as usize].push(i as u32);
+            }
+        }
+        let mut out = Vec::new();
+        for (session, mut traces) in members.into_iter().enumerate() {
+            if traces.is_empty() {
+                continue;
+            }
+            traces.sort_unstable_by_key(|&i| self.accs[i as usize].trace);
+            let mut s = SessionAgg {
+                session: session as u32,
+                traces: Vec::with_capacity(traces.len()),
                 llm_calls: 0,
                 input: 0,
                 output: 0,
@@ -915,23 +967,27 @@ impl<'p> SessionAcc<'p> {
                 agents: Vec::new(),
                 start: u64::MAX,
                 end: 0,
-            });
-            s.traces.push(trace);
-            s.llm_calls += t.llm_calls;
-            s.input += t.input;
-            s.output += t.output;
-            s.cost_usd += t.cost_usd;
-            s.errors += t.errors;
-            s.start = s.start.min(t.start);
-            s.end = s.end.max(t.end);
-            for &m in &t.models {
-                add_unique(&mut s.models, m);
+            };
+            for i in traces {
+                let t = &self.accs[i as usize];
+                s.traces.push(t.trace);
+                s.llm_calls += t.llm_calls;
+                s.input += t.input;
+                s.output += t.output;
+                s.cost_usd += t.cost_usd;
+                s.errors += t.errors;
+                s.start = s.start.min(t.start);
+                s.end = s.end.max(t.end);
+                for &m in &t.models {
+                    add_unique(&mut s.models, m);
+                }
+                for &a in &t.agents {
+                    add_unique(&mut s.agents, a);
+                }
             }
-            for &a in &t.agents {
-                add_unique(&mut s.agents, a);
-            }
+            out.push(s);
         }
-        sessions.into_values().collect()
+        out
     }
 
     fn session_id(&self, s: &SessionAgg) -> &str {
@@ -1008,22 +1064,41 @@ pub fn session(
 /// The traces in which a span in `w` belongs to session `id`.
 fn session_traces(sources: &[Source<Span>], id: &str, w: Window, explain: &mut Explain) -> Result<Vec<u128>> {
     let mut traces: BTreeSet<u128> = BTreeSet::new();
-    for s in sources {
+    visit_session_marks(sources, w, None, explain, &mut |t, s| {
+        if s == id {
+            traces.insert(t);
+        }
+    })?;
+    Ok(traces.into_iter().collect())
+}
+
+/// Calls `f(trace, session)` for every span in `w` that carries a session
+/// id, but the rows `shadowed` names (a set per source, when given). Parts
+/// answer from three columns of their calls tables.
+fn visit_session_marks(
+    sources: &[Source<Span>],
+    w: Window,
+    shadowed: Option<&[FastSet<u32>]>,
+    explain: &mut Explain,
+    f: &mut dyn FnMut(u128, &str),
+) -> Result<()> {
+    let none = FastSet::default();
+    for (k, s) in sources.iter().enumerate() {
+        let shadowed = shadowed.and_then(|v| v.get(k)).unwrap_or(&none);
         match s {
             Source::Mem(m) => {
                 let m = m.read();
                 let mut ex = SourceExplain::new("hot", None);
                 for row in 0..m.total_rows() {
+                    if !m.is_live(row) || shadowed.contains(&row) {
+                        continue;
+                    }
                     let sp = m.row(row);
                     ex.rows_examined += 1;
-                    if m.is_live(row)
-                        && w.contains(sp.start_time_unix_nano)
-                        && LlmCall::from_attributes(&sp.attributes)
-                            .and_then(|c| c.session_id)
-                            .as_deref()
-                            == Some(id)
+                    if w.contains(sp.start_time_unix_nano)
+                        && let Some(session) = LlmCall::from_attributes(&sp.attributes).and_then(|c| c.session_id)
                     {
-                        traces.insert(sp.trace_id.as_u128());
+                        f(sp.trace_id.as_u128(), &session);
                     }
                 }
                 explain.add(ex);
@@ -1032,13 +1107,12 @@ fn session_traces(sources: &[Source<Span>], id: &str, w: Window, explain: &mut E
                 let mut ex = SourceExplain::new("part", Some(p.meta.id));
                 if p.misses(w) {
                     ex.pruned = Some("time range".into());
-                    explain.add(ex);
-                    continue;
-                }
-                if let Some(calls) = p.calls() {
+                } else if let Some(calls) = p.calls() {
                     ex.read_from = Some("calls table");
                     for b in calls.read(&["session_id", "trace_id", "start_time_unix_nano"])? {
-                        let (Some(session), Some(tid), Some(start)) = (
+                        let (Some(rows), Some(session), Some(tid), Some(start)) = (
+                            b.column_by_name(calls::ROW)
+                                .and_then(|c| c.as_primitive_opt::<UInt32Type>()),
                             b.column_by_name("session_id").and_then(|c| c.as_string_opt::<i32>()),
                             b.column_by_name("trace_id").and_then(|c| c.as_fixed_size_binary_opt()),
                             b.column_by_name("start_time_unix_nano")
@@ -1051,63 +1125,31 @@ fn session_traces(sources: &[Source<Span>], id: &str, w: Window, explain: &mut E
                         };
                         ex.rows_examined += b.num_rows() as u64;
                         for i in 0..b.num_rows() {
-                            if session.is_valid(i) && session.value(i) == id && w.contains(start.value(i).max(0) as u64)
+                            if session.is_valid(i)
+                                && w.contains(start.value(i).max(0) as u64)
+                                && !shadowed.contains(&rows.value(i))
                             {
-                                traces.insert(u128::from_be_bytes(tid.value(i).try_into().unwrap_or_default()));
+                                let t = u128::from_be_bytes(tid.value(i).try_into().unwrap_or_default());
+                                f(t, session.value(i));
                             }
                         }
                     }
-                    explain.add(ex);
-                    continue;
-                }
-                let range = p.index.row_range(p.rows(), w);
-                let mut rows = Vec::new();
-                let mut next_row = range.start;
-                let mut typed = true;
-                for b in p.read_columns(&["session_id"], range.clone(), 65536)? {
-                    let first_row = next_row;
-                    next_row += b.num_rows() as u32;
-                    let Some(col) = b.column_by_name("session_id").and_then(|c| c.as_string_opt::<i32>()) else {
-                        typed = false;
-                        break;
+                } else {
+                    let needs = Needs {
+                        trace: true,
+                        service: false,
                     };
-                    ex.rows_examined += b.num_rows() as u64;
-                    rows.extend(
-                        (0..b.num_rows())
-                            .filter(|i| col.is_valid(*i) && col.value(*i) == id)
-                            .map(|i| first_row + i as u32),
-                    );
-                }
-                if !typed {
-                    // An older part: decode its GenAI spans.
-                    let shadowed = FastSet::default();
-                    visit_part_records(p, w, &shadowed, &mut ex, &mut |r| {
-                        if r.session == Some(id) {
-                            traces.insert(r.trace_id);
+                    visit_part(p, w, needs, shadowed, &mut ex, &mut |r| {
+                        if let Some(s) = r.session {
+                            f(r.trace_id, s);
                         }
                     })?;
-                    explain.add(ex);
-                    continue;
-                }
-                for b in p.read_row_columns(&["trace_id", "start_time_unix_nano"], &rows)? {
-                    let (Some(tid), Some(start)) = (
-                        b.column_by_name("trace_id").and_then(|c| c.as_fixed_size_binary_opt()),
-                        b.column_by_name("start_time_unix_nano")
-                            .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>()),
-                    ) else {
-                        continue;
-                    };
-                    for i in 0..b.num_rows() {
-                        if w.contains(start.value(i).max(0) as u64) {
-                            traces.insert(u128::from_be_bytes(tid.value(i).try_into().unwrap_or_default()));
-                        }
-                    }
                 }
                 explain.add(ex);
             }
         }
     }
-    Ok(traces.into_iter().collect())
+    Ok(())
 }
 
 /// A counter of a trace's spans across sources, the newest copy of each.
@@ -1183,7 +1225,18 @@ pub fn sessions(
     cache: &ShadowCache,
     explain: &mut Explain,
 ) -> Result<SessionPage> {
+    // Two passes: which traces are sessions' (three columns of each calls
+    // table), then those traces' calls alone (most calls are not in a
+    // session).
     let mut acc = SessionAcc::new(pricing);
+    let shadowed = shadowed_span_rows(sources, w, cache)?;
+    visit_session_marks(sources, w, Some(&shadowed), explain, &mut |t, s| acc.mark(t, s))?;
+    if !acc.marked {
+        return Ok(SessionPage {
+            sessions: Vec::new(),
+            next_cursor: None,
+        });
+    }
     let needs = Needs {
         trace: true,
         service: false,
