@@ -25,6 +25,9 @@ pub struct App {
     pub metrics: Metrics,
     pub arrivals: broadcast::Sender<Arrival>,
     shutting_down: AtomicBool,
+    /// The tokens in force (replaced on SIGHUP).
+    tokens: std::sync::RwLock<Option<Arc<crate::auth::TokenSet>>>,
+    pub auth_failures: crate::auth::FailureLimiter,
 }
 
 /// Why the server is not ready (what `/readyz` reports).
@@ -82,7 +85,10 @@ pub(crate) fn fault_line(faults: &[Fault]) -> String {
 impl App {
     pub fn new(config: ServerConfig) -> Self {
         let admission = Admission::new(config.max_inflight_bytes);
+        let tokens = std::sync::RwLock::new(config.tokens.clone());
         App {
+            tokens,
+            auth_failures: Default::default(),
             config,
             engine: OnceLock::new(),
             admission,
@@ -90,6 +96,23 @@ impl App {
             arrivals: broadcast::channel(4096).0,
             shutting_down: AtomicBool::new(false),
         }
+    }
+
+    /// The tokens in force; `None` when the server is open.
+    pub fn tokens(&self) -> Option<Arc<crate::auth::TokenSet>> {
+        self.tokens.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Reads the `--auth-tokens` file again; a file that no longer parses
+    /// leaves the tokens in force as they were (and says why).
+    pub fn reload_tokens(&self) -> Result<usize, String> {
+        let Some(path) = &self.config.auth_tokens else {
+            return Err("no --auth-tokens file to reload".into());
+        };
+        let set = crate::auth::TokenSet::load(path)?;
+        let n = set.len();
+        *self.tokens.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(set));
+        Ok(n)
     }
 
     pub fn set_engine(&self, e: Arc<Engine>) {

@@ -43,6 +43,16 @@ pub struct ServerConfig {
     /// holds it; none: no prompt).
     #[serde(skip)]
     pub skill: Option<&'static str>,
+    /// Bearer tokens and their scopes (none: open, on loopback only unless
+    /// `allow_unauthenticated`).
+    #[serde(skip)]
+    pub tokens: Option<std::sync::Arc<crate::auth::TokenSet>>,
+    /// The `--auth-tokens` file, read again on SIGHUP.
+    pub auth_tokens: Option<PathBuf>,
+    /// `/metrics` without a token.
+    pub metrics_public: bool,
+    /// Serve addresses beyond loopback without tokens.
+    pub allow_unauthenticated: bool,
 }
 
 pub const DEFAULT_OTLP_GRPC: &str = "127.0.0.1:4317";
@@ -68,6 +78,10 @@ impl ServerConfig {
             pricing: None,
             mcp_max_bytes: crate::mcp::DEFAULT_MAX_BYTES,
             skill: None,
+            tokens: None,
+            auth_tokens: None,
+            metrics_public: false,
+            allow_unauthenticated: false,
         }
     }
 }

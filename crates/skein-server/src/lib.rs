@@ -5,6 +5,7 @@
 mod admission;
 pub mod api;
 pub mod app;
+pub mod auth;
 pub mod body;
 pub mod config;
 mod health;

@@ -88,6 +88,7 @@ pub struct Metrics {
     pub ingest_requests: CounterFamily,
     pub rejected_records: CounterFamily,
     pub rejected_requests: CounterFamily,
+    pub auth_failures: CounterFamily,
     pub ingest_latency: Histogram,
     pub query_latency: Mutex<BTreeMap<String, std::sync::Arc<Histogram>>>,
     pub started: Option<Instant>,
@@ -99,6 +100,15 @@ impl Metrics {
             started: Some(Instant::now()),
             ..Default::default()
         }
+    }
+
+    pub fn auth_failure(&self, r: crate::auth::Refusal) {
+        let reason = match r {
+            crate::auth::Refusal::Unauthenticated => "reason=\"unauthenticated\"",
+            crate::auth::Refusal::Forbidden(_) => "reason=\"forbidden\"",
+            crate::auth::Refusal::Throttled => "reason=\"throttled\"",
+        };
+        self.auth_failures.add(reason, 1);
     }
 
     pub fn observe_query(&self, endpoint: &str, secs: f64) {
@@ -137,6 +147,11 @@ impl Metrics {
             &mut out,
             "skein_rejected_requests_total",
             "Requests refused, by reason.",
+        );
+        self.auth_failures.render(
+            &mut out,
+            "skein_auth_failures_total",
+            "Requests refused by authentication: unknown or missing token, missing scope, or throttled after too many failures.",
         );
         let _ = writeln!(
             out,

@@ -77,7 +77,10 @@ pub fn api_router_with_mcp(app: Arc<App>) -> Router {
     let bind = config.api_addr;
     let api = api_router(app.clone());
     let mcp = crate::mcp::SkeinMcp::new(crate::mcp::backend::InProcess::new(api.clone()), options);
+    // Tokens are checked once, outside: MCP's in-process calls to the API
+    // are on behalf of a request already admitted.
     api.merge(crate::mcp::transport::router(mcp, bind))
+        .layer(axum::middleware::from_fn_with_state(app, crate::auth::require))
 }
 
 /// The router of the OTLP/HTTP port.
@@ -86,11 +89,41 @@ pub fn otlp_http_router(app: Arc<App>) -> Router {
         .merge(crate::otlp_http::routes())
         .merge(crate::health::routes())
         .layer(DefaultBodyLimit::disable())
+        .layer(axum::middleware::from_fn_with_state(app.clone(), crate::auth::require))
         .with_state(app)
+}
+
+/// Reads the tokens file again on each SIGHUP.
+async fn reload_tokens_on_hangup(app: Arc<App>) {
+    #[cfg(unix)]
+    {
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+            tracing::warn!("cannot listen for SIGHUP: the tokens file is read at start only");
+            return;
+        };
+        while hup.recv().await.is_some() {
+            match app.reload_tokens() {
+                Ok(n) => tracing::info!("SIGHUP: {n} tokens in force"),
+                Err(e) => tracing::error!("SIGHUP: the tokens in force stay as they were: {e}"),
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = app;
 }
 
 /// Runs the server until `shutdown` resolves; returns once data is flushed.
 pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
+    crate::auth::check_exposure(
+        &[
+            (config.otlp_grpc_addr, "--otlp-grpc-addr"),
+            (config.otlp_http_addr, "--otlp-http-addr"),
+            (config.api_addr, "--api-addr"),
+        ],
+        config.tokens.is_some(),
+        config.allow_unauthenticated,
+    )
+    .map_err(ServeError::Other)?;
     let grpc = bind(
         config.otlp_grpc_addr,
         "OTLP/gRPC",
@@ -119,7 +152,7 @@ pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()> + Send
     let api_server = tokio::spawn(
         axum::serve(
             api.tap_io(|c| no_delay(c)),
-            api_router_with_mcp(app.clone()).into_make_service(),
+            api_router_with_mcp(app.clone()).into_make_service_with_connect_info::<SocketAddr>(),
         )
         .with_graceful_shutdown(stopped(stop_rx.clone()))
         .into_future(),
@@ -127,7 +160,7 @@ pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()> + Send
     let http_server = tokio::spawn(
         axum::serve(
             otlp_http.tap_io(|c| no_delay(c)),
-            otlp_http_router(app.clone()).into_make_service(),
+            otlp_http_router(app.clone()).into_make_service_with_connect_info::<SocketAddr>(),
         )
         .with_graceful_shutdown(stopped(stop_rx.clone()))
         .into_future(),
@@ -146,6 +179,9 @@ pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()> + Send
             )
             .await
     });
+    if app.config.auth_tokens.is_some() {
+        tokio::spawn(reload_tokens_on_hangup(app.clone()));
+    }
     tracing::info!(
         "listening: OTLP/gRPC {}, OTLP/HTTP {}, API {}",
         addrs.0.map(|a| a.to_string()).unwrap_or_default(),

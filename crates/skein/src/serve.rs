@@ -71,6 +71,19 @@ pub struct ServeArgs {
     /// continue.
     #[arg(long, env = "SKEIN_MCP_MAX_BYTES", value_name = "SIZE")]
     mcp_max_bytes: Option<String>,
+    /// Bearer tokens and their scopes, a TOML file (`[[token]]` with `name`,
+    /// `secret` or `sha256`, `scopes` of ingest, read, admin, optional
+    /// `tenant`; docs/security.md), read again on SIGHUP. For one-liners,
+    /// SKEIN_AUTH_TOKENS="read:SECRET,ingest:SECRET" instead.
+    #[arg(long, env = "SKEIN_AUTH_TOKENS_FILE", value_name = "FILE")]
+    auth_tokens: Option<PathBuf>,
+    /// Serve /metrics without a token (Prometheus scrapers without one).
+    #[arg(long, env = "SKEIN_METRICS_PUBLIC")]
+    metrics_public: bool,
+    /// Serve addresses other than loopback without tokens (anyone who can
+    /// reach the port can then read and write everything).
+    #[arg(long, env = "SKEIN_ALLOW_UNAUTHENTICATED")]
+    allow_unauthenticated: bool,
     /// Seconds shutdown waits for in-flight requests [default: 30].
     #[arg(long, env = "SKEIN_SHUTDOWN_TIMEOUT", value_name = "SECS")]
     shutdown_timeout: Option<u64>,
@@ -97,6 +110,9 @@ struct FileConfig {
     pricing: Option<PathBuf>,
     wal_salvage: Option<bool>,
     mcp_max_bytes: Option<toml::Value>,
+    auth_tokens: Option<PathBuf>,
+    metrics_public: Option<bool>,
+    allow_unauthenticated: Option<bool>,
     shutdown_timeout: Option<u64>,
     log: Option<String>,
 }
@@ -243,6 +259,21 @@ fn build_config(args: &ServeArgs) -> Result<(ServerConfig, String), String> {
     }
     c.skill = Some(crate::cli::skill::SKILL);
     c.wal_salvage = args.wal_salvage || file.wal_salvage.unwrap_or(false);
+    c.metrics_public = args.metrics_public || file.metrics_public.unwrap_or(false);
+    c.allow_unauthenticated = args.allow_unauthenticated || file.allow_unauthenticated.unwrap_or(false);
+    c.auth_tokens = args.auth_tokens.clone().or(file.auth_tokens);
+    let short = std::env::var("SKEIN_AUTH_TOKENS").ok().filter(|s| !s.trim().is_empty());
+    c.tokens = match (&c.auth_tokens, short) {
+        (Some(_), Some(_)) => {
+            return Err("give --auth-tokens FILE or SKEIN_AUTH_TOKENS, not both".into());
+        }
+        (Some(path), None) => Some(std::sync::Arc::new(skein_server::auth::TokenSet::load(path)?)),
+        (None, Some(s)) => Some(std::sync::Arc::new(skein_server::auth::TokenSet::from_short(
+            &s,
+            "SKEIN_AUTH_TOKENS",
+        )?)),
+        (None, None) => None,
+    };
     if let Some(s) = args.shutdown_timeout.or(file.shutdown_timeout) {
         c.shutdown_timeout = Duration::from_secs(s);
     }

@@ -236,3 +236,25 @@ fn mcp_python_sdk_over_stdio_and_streamable_http() {
     ]);
     run_client("mcp_python.py", cmd, &server);
 }
+
+#[test]
+fn opentelemetry_python_exporters_send_the_tokens_skein_checks() {
+    let root = repo_root();
+    require_client(
+        "the OpenTelemetry Python SDK",
+        python_missing(&root),
+        "python3 -m pip install -r tests/requirements.txt",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.toml");
+    std::fs::write(
+        &tokens,
+        "[[token]]\nname = \"ci\"\nsecret = \"1ngest-secret\"\nscopes = [\"ingest\"]\n\n[[token]]\nname = \"ro\"\nsecret = \"r3ad-secret\"\nscopes = [\"read\"]\n",
+    )
+    .unwrap();
+    let server = Server::start(&dir.path().join("data"), &["--auth-tokens", tokens.to_str().unwrap()]);
+    let mut cmd = Command::new("python3");
+    cmd.arg(root.join("tests/conformance/auth_python.py"))
+        .args(["--ingest", "1ngest-secret", "--read", "r3ad-secret"]);
+    run_client("auth_python.py", cmd, &server);
+}
