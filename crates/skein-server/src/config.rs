@@ -53,6 +53,9 @@ pub struct ServerConfig {
     pub metrics_public: bool,
     /// Serve addresses beyond loopback without tokens.
     pub allow_unauthenticated: bool,
+    /// PII redaction rules applied to every record before it is stored.
+    #[serde(skip)]
+    pub redactor: Option<std::sync::Arc<skein_redact::Redactor>>,
 }
 
 pub const DEFAULT_OTLP_GRPC: &str = "127.0.0.1:4317";
@@ -82,6 +85,7 @@ impl ServerConfig {
             auth_tokens: None,
             metrics_public: false,
             allow_unauthenticated: false,
+            redactor: None,
         }
     }
 }

@@ -32,6 +32,8 @@ pub trait OtlpSignal: Send + 'static {
     fn convert(req: Self::Request) -> Decoded<Self::Record>;
     fn store(engine: &Engine, records: Vec<Self::Record>) -> skein_engine::Result<IngestReport>;
     fn response(rejected: u64, message: String) -> Self::Response;
+    /// Applies the redaction rules (before the records reach the WAL).
+    fn redact(r: &skein_redact::Redactor, records: &mut [Self::Record]);
     /// Publishes records to live tails (only when someone listens).
     fn announce(_app: &App, _records: &[Self::Record]) {}
 }
@@ -54,6 +56,9 @@ impl OtlpSignal for Traces {
     }
     fn store(engine: &Engine, records: Vec<Span>) -> skein_engine::Result<IngestReport> {
         engine.ingest_spans(records)
+    }
+    fn redact(r: &skein_redact::Redactor, records: &mut [Span]) {
+        r.spans(records)
     }
     fn response(rejected: u64, message: String) -> Self::Response {
         ExportTraceServiceResponse {
@@ -87,6 +92,9 @@ impl OtlpSignal for Logs {
     fn store(engine: &Engine, records: Vec<LogRecord>) -> skein_engine::Result<IngestReport> {
         engine.ingest_logs(records)
     }
+    fn redact(r: &skein_redact::Redactor, records: &mut [LogRecord]) {
+        r.logs(records)
+    }
     fn response(rejected: u64, message: String) -> Self::Response {
         ExportLogsServiceResponse {
             partial_success: (rejected > 0).then_some(ExportLogsPartialSuccess {
@@ -118,6 +126,9 @@ impl OtlpSignal for Metrics {
     }
     fn store(engine: &Engine, records: Vec<MetricPoint>) -> skein_engine::Result<IngestReport> {
         engine.ingest_metrics(records)
+    }
+    fn redact(r: &skein_redact::Redactor, records: &mut [MetricPoint]) {
+        r.metrics(records)
     }
     fn response(rejected: u64, message: String) -> Self::Response {
         ExportMetricsServiceResponse {
@@ -232,7 +243,10 @@ pub fn store<S: OtlpSignal>(
     app.metrics.ingest_bytes.add(&labels, body_bytes as u64);
     let mut errors = decoded.errors;
     let mut rejected = decoded.rejected;
-    let records = decoded.records;
+    let mut records = decoded.records;
+    if let Some(r) = &app.config.redactor {
+        S::redact(r, &mut records);
+    }
     // Live tails see records only once they are stored.
     let tail_copy = (app.arrivals.receiver_count() > 0).then(|| records.clone());
     let report = if records.is_empty() {

@@ -77,6 +77,17 @@ pub struct ServeArgs {
     /// SKEIN_AUTH_TOKENS="read:SECRET,ingest:SECRET" instead.
     #[arg(long, env = "SKEIN_AUTH_TOKENS_FILE", value_name = "FILE")]
     auth_tokens: Option<PathBuf>,
+    /// PII redaction rules (TOML, `[[rule]]` with `action` drop, mask or
+    /// hash, `keys`, `pattern`, …; docs/security.md), applied to every
+    /// record before it is stored. A file that does not parse refuses to
+    /// start.
+    #[arg(long, env = "SKEIN_REDACT", value_name = "FILE")]
+    redact: Option<PathBuf>,
+    /// The built-in redaction rules: emails, card numbers, IBANs, phone
+    /// numbers, IP addresses, bearer tokens, API keys, JWTs, and the values
+    /// of secret-looking keys (before any --redact rules).
+    #[arg(long, env = "SKEIN_REDACT_DEFAULTS")]
+    redact_defaults: bool,
     /// Serve /metrics without a token (Prometheus scrapers without one).
     #[arg(long, env = "SKEIN_METRICS_PUBLIC")]
     metrics_public: bool,
@@ -111,6 +122,8 @@ struct FileConfig {
     wal_salvage: Option<bool>,
     mcp_max_bytes: Option<toml::Value>,
     auth_tokens: Option<PathBuf>,
+    redact: Option<PathBuf>,
+    redact_defaults: Option<bool>,
     metrics_public: Option<bool>,
     allow_unauthenticated: Option<bool>,
     shutdown_timeout: Option<u64>,
@@ -160,6 +173,62 @@ fn toml_size(v: &toml::Value) -> Result<usize, String> {
         toml::Value::String(s) => parse_size(s),
         other => Err(format!("invalid size {other}")),
     }
+}
+
+/// The redaction rules asked for, if any. Hash rules are keyed by
+/// SKEIN_REDACT_KEY, else by a key made once and kept in the data
+/// directory (`redact.key`), so equal values group across restarts.
+fn redactor(
+    file: Option<PathBuf>,
+    defaults: bool,
+    data_dir: &std::path::Path,
+) -> Result<Option<skein_redact::Redactor>, String> {
+    let rules = match &file {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).map_err(|e| format!("cannot read --redact {}: {e}", path.display()))?;
+            skein_redact::parse_rules(&text, &path.display().to_string())?
+        }
+        None if defaults => Vec::new(),
+        None => return Ok(None),
+    };
+    let hashes = rules.iter().any(|r| r.action == skein_redact::Action::Hash);
+    let key = match std::env::var("SKEIN_REDACT_KEY") {
+        Ok(k) if !k.is_empty() => k.into_bytes(),
+        _ if hashes => redact_key(data_dir)?,
+        _ => Vec::new(),
+    };
+    let base = if defaults {
+        skein_redact::Redactor::defaults(&key)
+    } else {
+        skein_redact::Redactor::new(Vec::new(), &key)
+    };
+    Ok(Some(base.then(rules)))
+}
+
+/// The data directory's redaction key, made on first use (32 random
+/// bytes, written temp → fsync → rename, readable by the owner only).
+fn redact_key(data_dir: &std::path::Path) -> Result<Vec<u8>, String> {
+    use std::io::{Read, Write};
+    let path = data_dir.join("redact.key");
+    if let Ok(k) = std::fs::read(&path) {
+        return Ok(k);
+    }
+    let fail = |e: std::io::Error| format!("cannot make the redaction key {}: {e}", path.display());
+    std::fs::create_dir_all(data_dir).map_err(fail)?;
+    let mut key = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut key))
+        .map_err(fail)?;
+    let tmp = data_dir.join("redact.key.tmp");
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    let mut f = opts.open(&tmp).map_err(fail)?;
+    f.write_all(&key).and_then(|_| f.sync_all()).map_err(fail)?;
+    std::fs::rename(&tmp, &path).map_err(fail)?;
+    Ok(key.to_vec())
 }
 
 pub fn default_data_dir() -> PathBuf {
@@ -259,6 +328,12 @@ fn build_config(args: &ServeArgs) -> Result<(ServerConfig, String), String> {
     }
     c.skill = Some(crate::cli::skill::SKILL);
     c.wal_salvage = args.wal_salvage || file.wal_salvage.unwrap_or(false);
+    c.redactor = redactor(
+        args.redact.clone().or(file.redact),
+        args.redact_defaults || file.redact_defaults.unwrap_or(false),
+        &c.data_dir,
+    )?
+    .map(std::sync::Arc::new);
     c.metrics_public = args.metrics_public || file.metrics_public.unwrap_or(false);
     c.allow_unauthenticated = args.allow_unauthenticated || file.allow_unauthenticated.unwrap_or(false);
     c.auth_tokens = args.auth_tokens.clone().or(file.auth_tokens);

@@ -107,7 +107,13 @@ impl TokenSet {
         let file: File = toml::from_str(text).map_err(|e| {
             let line = e
                 .span()
-                .map(|s| text.as_bytes()[..s.start.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1)
+                .map(|s| {
+                    text.as_bytes()[..s.start.min(text.len())]
+                        .iter()
+                        .filter(|&&b| b == b'\n')
+                        .count()
+                        + 1
+                })
                 .unwrap_or(1);
             format!("{what}, line {line}: {}", e.message())
         })?;
