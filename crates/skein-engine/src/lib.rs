@@ -79,6 +79,8 @@ pub use query::{
     AttrFilter, AttrPredicate, Cursor, DiagnoseRequest, Diagnosis, Explain, Finding, Latency, LogQuery, MetricQuery,
     OperationSummary, SearchResult, ServiceSummary, SourceExplain, SpanQuery, Summary, Window,
 };
+pub use query::diagnose::series::Buckets;
+pub use query::timeline::{MetricName, ServiceSeries};
 pub use record::{Record, RecordKey, Signal};
 pub use terms::AttrScope;
 pub use text::{Highlight, PayloadText, TextField, TextQuery, TextQueryError, TextRecord};

@@ -1,0 +1,69 @@
+//! `/metrics` is two things on the API port: Prometheus's scrape endpoint
+//! (since before the UI) and the UI's metrics page. Scrapers send `Accept:
+//! application/openmetrics-text`, `text/plain` or nothing, and keep getting
+//! the exposition exactly as before; only a client that asks for
+//! `text/html` (a browser navigating) gets the page.
+
+use axum::extract::Request;
+use axum::http::{HeaderMap, Method, header};
+use axum::middleware::Next;
+use axum::response::Response;
+
+/// Middleware of the API router: answers a browser's `GET /metrics` with
+/// the UI, passes everything else on.
+pub async fn metrics_page_for_browsers(req: Request, next: Next) -> Response {
+    if req.method() == Method::GET && req.uri().path() == "/metrics" && wants_html(req.headers()) {
+        return super::index(req.headers());
+    }
+    next.run(req).await
+}
+
+/// Whether `Accept` names `text/html` with a non-zero quality.
+fn wants_html(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|range| {
+            let mut parts = range.split(';');
+            let media = parts.next().unwrap_or("").trim();
+            let zero = parts.any(|p| {
+                p.trim()
+                    .strip_prefix("q=")
+                    .and_then(|q| q.trim().parse::<f32>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            media.eq_ignore_ascii_case("text/html") && !zero
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    fn accept(v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::ACCEPT, HeaderValue::from_str(v).unwrap());
+        h
+    }
+
+    #[test]
+    fn browsers_get_the_page_and_scrapers_the_exposition() {
+        // Chromium's and Firefox's navigation requests.
+        assert!(wants_html(&accept(
+            "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"
+        )));
+        assert!(wants_html(&accept("TEXT/HTML")));
+        // Prometheus (2.x and 3.x), curl, and nothing at all.
+        assert!(!wants_html(&accept(
+            "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+        )));
+        assert!(!wants_html(&accept("text/plain;version=0.0.4")));
+        assert!(!wants_html(&accept("*/*")));
+        assert!(!wants_html(&HeaderMap::new()));
+        assert!(!wants_html(&accept("text/html;q=0, text/plain")));
+    }
+}
