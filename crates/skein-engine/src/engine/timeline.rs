@@ -43,13 +43,7 @@ impl Engine {
     ) -> Result<(Buckets, BTreeMap<&'static str, Vec<u64>>, Explain)> {
         let mut ex = Explain::new(Signal::Logs);
         let b = timeline::buckets(w, points);
-        let r = timeline::log_series(
-            &self.state().sources::<LogRecord>(),
-            b,
-            service,
-            min_severity,
-            &mut ex,
-        )?;
+        let r = timeline::log_series(&self.state().sources::<LogRecord>(), b, service, min_severity, &mut ex)?;
         Ok((b, r, ex))
     }
 

@@ -102,8 +102,7 @@ pub fn log_series(
             return;
         }
         if let Some(i) = buckets.of_minute(minute_of(t)) {
-            by.entry(severity_band(sev))
-                .or_insert_with(|| vec![0; buckets.count])[i] += 1;
+            by.entry(severity_band(sev)).or_insert_with(|| vec![0; buckets.count])[i] += 1;
         }
     };
     for s in sources {
@@ -189,7 +188,10 @@ pub fn metric_names(sources: &[Source<MetricPoint>], w: Window) -> Vec<MetricNam
             }
         }
     }
-    let mut out: Vec<MetricName> = by.into_iter().map(|(name, points)| MetricName { name, points }).collect();
+    let mut out: Vec<MetricName> = by
+        .into_iter()
+        .map(|(name, points)| MetricName { name, points })
+        .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
 }

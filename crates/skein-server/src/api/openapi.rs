@@ -63,7 +63,10 @@ fn span_filters() -> Vec<Value> {
 /// The parameters of the `/api/v1/series/*` routes.
 fn series_params() -> Vec<Value> {
     let mut v = window();
-    v.push(param("points", "Buckets at most (1-360, default 60); each is a whole number of minutes."));
+    v.push(param(
+        "points",
+        "Buckets at most (1-360, default 60); each is a whole number of minutes.",
+    ));
     v.push(param("service", "Only this service."));
     v.push(param("explain", "true adds how the engine answered."));
     v

@@ -45,7 +45,6 @@ async fn file(Path(path): Path<String>, headers: HeaderMap) -> Response {
     serve(&path, &headers)
 }
 
-
 /// An embedded file, gzipped when the client takes gzip, 304 when the
 /// client's copy is current. Files are revalidated on every load (no-cache
 /// with an ETag): a new binary's UI is never mixed with an old one's.
@@ -115,7 +114,12 @@ mod tests {
         let r = serve("index.html", &HeaderMap::new());
         assert_eq!(r.status(), StatusCode::OK);
         let etag = r.headers()[header::ETAG].to_str().unwrap().to_string();
-        assert!(r.headers()[header::CONTENT_SECURITY_POLICY].to_str().unwrap().contains("script-src 'self'"));
+        assert!(
+            r.headers()[header::CONTENT_SECURITY_POLICY]
+                .to_str()
+                .unwrap()
+                .contains("script-src 'self'")
+        );
         let again = serve("index.html", &with(header::IF_NONE_MATCH, &etag));
         assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
         assert_eq!(serve("nope.js", &HeaderMap::new()).status(), StatusCode::NOT_FOUND);

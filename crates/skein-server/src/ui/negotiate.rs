@@ -5,17 +5,30 @@
 //! `text/html` (a browser navigating) gets the page.
 
 use axum::extract::Request;
-use axum::http::{HeaderMap, Method, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
 
 /// Middleware of the API router: answers a browser's `GET /metrics` with
-/// the UI, passes everything else on.
+/// the UI, and a browser's GET of a path nothing serves (outside `/api/`)
+/// with the UI's own "no such page" (status 404); passes everything else
+/// on untouched.
 pub async fn metrics_page_for_browsers(req: Request, next: Next) -> Response {
-    if req.method() == Method::GET && req.uri().path() == "/metrics" && wants_html(req.headers()) {
+    let html = req.method() == Method::GET && wants_html(req.headers());
+    if html && req.uri().path() == "/metrics" {
         return super::index(req.headers());
     }
-    next.run(req).await
+    let page = html && !req.uri().path().starts_with("/api/");
+    let headers = page.then(|| req.headers().clone());
+    let r = next.run(req).await;
+    match headers {
+        Some(h) if r.status() == StatusCode::NOT_FOUND => {
+            let mut shell = super::index(&h);
+            *shell.status_mut() = StatusCode::NOT_FOUND;
+            shell
+        }
+        _ => r,
+    }
 }
 
 /// Whether `Accept` names `text/html` with a non-zero quality.

@@ -47,6 +47,7 @@ async function render() {
   }
   if (!route) {
     mount(view, errorBox({ message: `No page at ${path}. Pages: /, /traces, /logs, /metrics, /llm.` }, 'Not found'));
+    timings.push({ view: 'notfound', path, ms: performance.now() - started });
     document.documentElement.dataset.ready = 'notfound';
     return;
   }

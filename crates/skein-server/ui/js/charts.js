@@ -5,7 +5,7 @@ import { h, s } from './dom.js';
 import { clock } from './format.js';
 
 /** A sparkline of `values` (nulls are gaps), `kind` picks the colour. */
-export function sparkline(values, { kind = 'rate', title = '', width = 120, height = 28 } = {}) {
+export function sparkline(values, { kind = 'rate', title = '', width = 88, height = 26 } = {}) {
   const vals = values.map((v) => (v === null || v === undefined || Number.isNaN(v) ? null : Number(v)));
   const max = Math.max(0, ...vals.filter((v) => v !== null));
   const n = vals.length;

@@ -58,7 +58,7 @@ function usageTable(groups, group) {
 
 function sessionsTable(page) {
   if (!page.sessions.length) return empty('No sessions in this window (spans with gen_ai.conversation.id or session.id).');
-  return h('div', {},
+  return h('div', { class: 'flush' },
     h('table', { class: 'table sessions' },
       h('thead', {}, h('tr', {}, h('th', {}, 'Session'), h('th', {}, 'Last active'), h('th', { class: 'num' }, 'Calls'), h('th', { class: 'num' }, 'Tokens'), h('th', { class: 'num' }, 'Cost'))),
       h('tbody', {}, page.sessions.map((s) => {

@@ -59,6 +59,10 @@ function servicesTable(list, seriesResult, sort) {
   const series = seriesResult.status === 'fulfilled' ? seriesResult.value : null;
   const bySvc = new Map((series ? series.services : []).map((x) => [x.service, x]));
   const stepSec = series ? series.step_ns / 1e9 : 60;
+  // The bucket still filling (it ends after now) would read as a drop.
+  const now = Date.now() * 1e6;
+  const full = series ? series.times_unix_nano.filter((t) => t + series.step_ns <= now).length : 0;
+  const cut = (v) => v.slice(0, Math.max(1, full));
   const rows = [...list].sort((a, b) => {
     const k = SORTS[sort];
     const x = k(a);
@@ -71,9 +75,9 @@ function servicesTable(list, seriesResult, sort) {
     h('thead', {}, h('tr', {}, th('service', 'Service'), th('rate', 'Rate', 'num'), th('errors', 'Errors', 'num'), th('p95', 'p95', 'num'), th('spans', 'Spans', 'num'))),
     h('tbody', {}, rows.map((sv) => {
       const ts = bySvc.get(sv.service);
-      const rate = ts ? ts.spans.map((n) => n / stepSec) : [];
-      const err = ts ? ts.spans.map((n, i) => (n ? ts.errors[i] / n : null)) : [];
-      const p95 = ts ? ts.p95_ns.map((v, i) => (ts.spans[i] ? v : null)) : [];
+      const rate = ts ? cut(ts.spans.map((n) => n / stepSec)) : [];
+      const err = ts ? cut(ts.spans.map((n, i) => (n ? ts.errors[i] / n : null))) : [];
+      const p95 = ts ? cut(ts.p95_ns.map((v, i) => (ts.spans[i] ? v : null))) : [];
       const href = link('/traces', { service: sv.service });
       return h('tr', { 'data-row': '', tabindex: '0', 'data-href': href },
         h('td', {}, h('a', { href, class: 'svc' }, h('span', { class: 'dot', style: { background: svcColor(sv.service) } }), sv.service)),

@@ -36,7 +36,7 @@ function turn(t, i, signal) {
     t.status === 'error' ? h('span', { class: 'badge b-error' }, 'error') : null,
     h('span', { class: 'spacer' }),
     isTool ? null : h('span', { class: 'muted small' }, `${f.int(llm.input_tokens)} in · ${f.int(llm.output_tokens)} out · ${f.usd(llm.cost_usd)}`),
-    h('span', { class: 'muted small' }, ` · ${f.duration(t.duration_ns)} · `),
+    h('span', { class: 'muted small' }, `${isTool ? '' : ' · '}${f.duration(t.duration_ns)} · `),
     h('a', { href: link(`/traces/${t.trace_id}`, { span: t.span_id }), class: 'small' }, 'span'));
   const body = isTool ? toolBody(t.tool || {}, signal) : messagesBody(t.messages || {}, signal);
   return h('article', { class: ['turn', isTool ? 'turn-tool' : 'turn-llm', t.status === 'error' ? 'err' : ''] }, meta, body);

@@ -126,7 +126,7 @@ function section(title, body, closed) {
 /** A key/value table; payload references get a button that loads them. */
 export function kv(pairs, signal) {
   if (!pairs.length) return h('div', { class: 'muted small' }, 'none');
-  return h('table', { class: 'kv' }, h('tbody', {}, pairs.map(([k, v]) => h('tr', {}, h('th', {}, k), h('td', {}, valueCell(v, signal))))));
+  return h('div', { class: 'kv-wrap' }, h('table', { class: 'kv' }, h('tbody', {}, pairs.map(([k, v]) => h('tr', {}, h('th', {}, k), h('td', {}, valueCell(v, signal)))))));
 }
 
 export function valueCell(v, signal) {

@@ -93,13 +93,21 @@ export function waterfall(trace, state, onChange) {
         state.collapsed.has(s.span_id) ? h('span', { class: 'muted small' }, ` +${countBelow(s, kids)}`) : null),
       h('div', { class: 'wf-track' },
         outside ? null : h('div', { class: 'wf-bar', style: { left: `${barLeft}%`, width: `${barWidth}%`, background: isErr ? null : svcColor(s.service) } }),
-        h('span', { class: 'wf-dur', style: { left: `${Math.min(92, Math.max(0, outside ? 0 : barLeft + barWidth))}%` } }, f.duration(s.duration_ns))));
+        durLabel(s, outside ? 0 : barLeft, outside ? 0 : barWidth)));
       rows.push(row);
     }
     mount(el, ruler(from, span, state, total, t0, () => { onChange(state); draw(); }), h('div', { class: 'wf-rows' }, rows));
   };
   draw();
   return el;
+}
+
+/** The duration beside its bar, or inside it when the bar reaches the end. */
+function durLabel(s, left, width) {
+  const end = left + width;
+  if (end > 82 && width >= 12) return h('span', { class: 'wf-dur inside', style: { right: `${Math.max(0, 100 - end)}%` } }, f.duration(s.duration_ns));
+  if (end > 82) return h('span', { class: 'wf-dur before', style: { right: `${Math.max(0, 100 - left)}%` } }, f.duration(s.duration_ns));
+  return h('span', { class: 'wf-dur', style: { left: `${end}%` } }, f.duration(s.duration_ns));
 }
 
 function countBelow(s, kids) {
@@ -115,7 +123,7 @@ function countBelow(s, kids) {
 
 /** The time axis: ticks, and a drag to zoom into a range. */
 function ruler(from, span, state, total, t0, redraw) {
-  const ticks = [0, 0.25, 0.5, 0.75, 1].map((x) => h('span', { class: 'tick', style: { left: `${x * 100}%` } }, f.duration(from - t0 + x * span)));
+  const ticks = [0, 0.25, 0.5, 0.75, 1].map((x) => h('span', { class: ['tick', x === 0 ? 'tick-start' : '', x === 1 ? 'tick-end' : ''], style: { left: `${x * 100}%` } }, f.duration(from - t0 + x * span)));
   const sel = h('div', { class: 'zoom-sel hidden' });
   const track = h('div', { class: 'wf-ruler-track', title: 'Drag to zoom' }, ticks, sel);
   let startX = null;
