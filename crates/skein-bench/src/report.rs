@@ -45,7 +45,7 @@ fn thousands(v: &Value) -> String {
     if n < 0 { format!("-{out}") } else { out }
 }
 
-fn machine(m: &Value) -> String {
+pub(crate) fn machine(m: &Value) -> String {
     format!(
         "- Machine: {} ({} cores, {} GiB), {}\n- Load average before / after: {} / {}\n- Commit: `{}`, {}\n- Command: `{}`\n",
         f(&m["cpu"], 0),
@@ -676,6 +676,9 @@ pub fn render(all: &Map<String, Value>) -> String {
     }
     if let Some(v) = all.get("mcp") {
         s.push_str(&render_mcp(v));
+    }
+    if let Some(v) = all.get("ui") {
+        s.push_str(&crate::ui_mode::render(v));
     }
     if let Some(v) = all.get("ladder") {
         s.push_str(&render_ladder(v));

@@ -1,13 +1,11 @@
 //! The engine's time series for charts (see [`crate::query::timeline`]).
 
-use std::collections::BTreeMap;
-
 use skein_model::{LogRecord, MetricPoint, Span};
 
 use super::Engine;
 use crate::error::Result;
 use crate::query::diagnose::series::Buckets;
-use crate::query::timeline::{self, MetricName, ServiceSeries};
+use crate::query::timeline::{self, BandCounts, MetricName, ServiceSeries};
 use crate::query::{Explain, Window};
 use crate::record::Signal;
 
@@ -40,7 +38,7 @@ impl Engine {
         points: usize,
         service: Option<&str>,
         min_severity: Option<i32>,
-    ) -> Result<(Buckets, BTreeMap<&'static str, Vec<u64>>, Explain)> {
+    ) -> Result<(Buckets, BandCounts, Explain)> {
         let mut ex = Explain::new(Signal::Logs);
         let b = timeline::buckets(w, points);
         let r = timeline::log_series(&self.state().sources::<LogRecord>(), b, service, min_severity, &mut ex)?;

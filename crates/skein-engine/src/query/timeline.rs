@@ -10,12 +10,11 @@
 
 use std::collections::BTreeMap;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Int8Type, TimestampNanosecondType};
 use serde::Serialize;
 use skein_model::log::severity_band;
 use skein_model::{LogRecord, MetricPoint, Span};
 
+use super::aggregate::scan_log_rows;
 use super::diagnose::series::{Bucket, Buckets, op_series};
 use super::explain::{Explain, SourceExplain};
 use super::search::Source;
@@ -86,6 +85,10 @@ fn quantile(s: &Sketch, q: f64) -> u64 {
     if s.count() == 0 { 0 } else { s.quantile(q) }
 }
 
+/// Per severity band (trace … fatal, unspecified) with any logs, one count
+/// per bucket.
+pub type BandCounts = BTreeMap<&'static str, Vec<u64>>;
+
 /// Log counts per severity band (trace … fatal, unspecified): one count per
 /// bucket for each band that has any.
 pub fn log_series(
@@ -94,9 +97,9 @@ pub fn log_series(
     service: Option<&str>,
     min_severity: Option<i32>,
     explain: &mut Explain,
-) -> Result<BTreeMap<&'static str, Vec<u64>>> {
+) -> Result<BandCounts> {
     let w = buckets.window();
-    let mut by: BTreeMap<&'static str, Vec<u64>> = BTreeMap::new();
+    let mut by = BandCounts::new();
     let mut add = |t: u64, svc: &str, sev: i32| {
         if !w.contains(t) || service.is_some_and(|v| v != svc) || min_severity.is_some_and(|m| sev < m) {
             return;
@@ -126,22 +129,7 @@ pub fn log_series(
                     explain.add(ex);
                     continue;
                 }
-                let range = p.index.row_range(p.rows(), w);
-                for b in p.read_columns(&["timestamp", "service_name", "severity_number"], range, 65536)? {
-                    let (Some(ts), Some(svc), Some(sev)) = (
-                        b.column_by_name("timestamp")
-                            .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>()),
-                        b.column_by_name("service_name").and_then(|c| c.as_string_opt::<i32>()),
-                        b.column_by_name("severity_number")
-                            .and_then(|c| c.as_primitive_opt::<Int8Type>()),
-                    ) else {
-                        continue;
-                    };
-                    ex.rows_examined += b.num_rows() as u64;
-                    for i in 0..b.num_rows() {
-                        add(ts.value(i).max(0) as u64, svc.value(i), sev.value(i) as i32);
-                    }
-                }
+                ex.rows_examined += scan_log_rows(p, w, &mut add)?;
                 explain.add(ex);
             }
         }

@@ -77,17 +77,9 @@ fn serve(path: &str, headers: &HeaderMap) -> Response {
 }
 
 fn accepts_gzip(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::ACCEPT_ENCODING)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|e| {
-            let mut parts = e.split(';');
-            let name = parts.next().unwrap_or("").trim();
-            let refused = parts.any(|p| matches!(p.trim(), "q=0" | "q=0.0" | "q=0.00" | "q=0.000"));
-            (name.eq_ignore_ascii_case("gzip") || name == "*") && !refused
-        })
+    negotiate::takes(headers, header::ACCEPT_ENCODING, |e| {
+        e.eq_ignore_ascii_case("gzip") || e == "*"
+    })
 }
 
 #[cfg(test)]

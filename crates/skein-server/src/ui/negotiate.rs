@@ -33,21 +33,27 @@ pub async fn metrics_page_for_browsers(req: Request, next: Next) -> Response {
 
 /// Whether `Accept` names `text/html` with a non-zero quality.
 fn wants_html(headers: &HeaderMap) -> bool {
+    takes(headers, header::ACCEPT, |media| media.eq_ignore_ascii_case("text/html"))
+}
+
+/// Whether a list header (`Accept`, `Accept-Encoding`) has an item that
+/// `item` matches and whose quality (`;q=`) is not zero.
+pub(super) fn takes(headers: &HeaderMap, name: header::HeaderName, item: impl Fn(&str) -> bool) -> bool {
     headers
-        .get_all(header::ACCEPT)
+        .get_all(name)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .any(|range| {
             let mut parts = range.split(';');
-            let media = parts.next().unwrap_or("").trim();
+            let value = parts.next().unwrap_or("").trim();
             let zero = parts.any(|p| {
                 p.trim()
                     .strip_prefix("q=")
                     .and_then(|q| q.trim().parse::<f32>().ok())
                     .is_some_and(|q| q <= 0.0)
             });
-            media.eq_ignore_ascii_case("text/html") && !zero
+            item(value) && !zero
         })
 }
 
