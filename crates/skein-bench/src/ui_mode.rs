@@ -156,29 +156,3 @@ pub fn run(args: &UiArgs) -> Result<(), String> {
     });
     crate::report::write(&args.out, "ui", result)
 }
-
-/// The BENCHMARKS.md section of a `ui` run.
-pub fn render(v: &Value) -> String {
-    let p = &v["params"];
-    let r = &v["results"];
-    let mut s = format!(
-        "## Web UI: render time per view\n\nEach view loaded from scratch {} times in headless Chromium against a server holding the agent corpus ({} spans, {} logs); the time from navigation start until the view shows its data (fetches and DOM), median and worst. Target: every median at most {} ms ({}).\n\n",
-        p["runs"],
-        p["spans"],
-        p["logs"],
-        r["target_ms"],
-        if r["meets_target"] == true { "met" } else { "**missed**" }
-    );
-    s.push_str(&crate::report::machine(&v["machine"]));
-    s.push_str("\n| view | path | median ms | max ms |\n|---|---|---:|---:|\n");
-    for (name, x) in r["views"].as_object().into_iter().flatten() {
-        s.push_str(&format!(
-            "| {name} | `{}` | {:.0} | {:.0} |\n",
-            x["path"].as_str().unwrap_or(""),
-            x["median_ms"].as_f64().unwrap_or(f64::NAN),
-            x["max_ms"].as_f64().unwrap_or(f64::NAN)
-        ));
-    }
-    s.push('\n');
-    s
-}
