@@ -14,7 +14,13 @@ step "test dependencies"
 # A test whose client is missing fails (none skips), and set -e stops the
 # run here when an install fails.
 python3 -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt
-# The OpenTelemetry JS SDK (tests/conformance/package-lock.json), reinstalled
+# Headless Chromium for the web UI's browser test (crates/skein/tests/ui.rs),
+# driven by playwright-core from tests/conformance/package.json.
+if [ ! -x /usr/bin/chromium ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+# The OpenTelemetry JS SDK and playwright-core (tests/conformance/package-lock.json), reinstalled
 # only when the lock file changes.
 lock_sum="$(sha256sum tests/conformance/package-lock.json | cut -d' ' -f1)"
 lock_stamp=tests/conformance/node_modules/.skein-lock-sha256

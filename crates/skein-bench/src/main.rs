@@ -14,6 +14,7 @@ mod report;
 mod server;
 mod stats;
 mod text_mode;
+mod ui_mode;
 
 use std::process::ExitCode;
 
@@ -49,6 +50,9 @@ enum Mode {
     /// MCP tool call overhead: `get_trace` of a 10-span trace over
     /// streamable HTTP (`/mcp`) against `GET /api/v1/traces/{id}`.
     Mcp(mcp_mode::McpArgs),
+    /// The web UI's render time per view in headless Chromium over the
+    /// agent corpus (1M spans by default).
+    Ui(ui_mode::UiArgs),
     /// (Internal) the engine's memory probe, run by `engine` as a child.
     #[command(hide = true)]
     EngineMemory(engine_mode::MemoryArgs),
@@ -65,6 +69,7 @@ fn main() -> ExitCode {
         Mode::Engine(a) => engine_mode::run(a),
         Mode::Text(a) => text_mode::run(a),
         Mode::Mcp(a) => mcp_mode::run(a),
+        Mode::Ui(a) => ui_mode::run(a),
         Mode::EngineMemory(a) => engine_mode::memory(a),
     };
     match r {

@@ -647,6 +647,32 @@ fn render_mcp(v: &Value) -> String {
     s
 }
 
+/// The BENCHMARKS.md section of a `ui` run.
+fn render_ui(v: &Value) -> String {
+    let p = &v["params"];
+    let r = &v["results"];
+    let mut s = format!(
+        "## Web UI: render time per view\n\nEach view loaded from scratch {} times in headless Chromium against a server holding the agent corpus ({} spans, {} logs); the time from navigation start until the view shows its data (fetches and DOM), median and worst. Target: every median at most {} ms ({}).\n\n",
+        p["runs"],
+        p["spans"],
+        p["logs"],
+        r["target_ms"],
+        if r["meets_target"] == true { "met" } else { "**missed**" }
+    );
+    s.push_str(&machine(&v["machine"]));
+    s.push_str("\n| view | path | median ms | max ms |\n|---|---|---:|---:|\n");
+    for (name, x) in r["views"].as_object().into_iter().flatten() {
+        s.push_str(&format!(
+            "| {name} | `{}` | {:.0} | {:.0} |\n",
+            x["path"].as_str().unwrap_or(""),
+            x["median_ms"].as_f64().unwrap_or(f64::NAN),
+            x["max_ms"].as_f64().unwrap_or(f64::NAN)
+        ));
+    }
+    s.push('\n');
+    s
+}
+
 pub fn render(all: &Map<String, Value>) -> String {
     let mut s = String::from(
         "# Skein benchmarks\n\nWritten by `skein-bench` from `benchmarks.json`; every number comes from a run, none is typed by hand. \
@@ -676,6 +702,9 @@ pub fn render(all: &Map<String, Value>) -> String {
     }
     if let Some(v) = all.get("mcp") {
         s.push_str(&render_mcp(v));
+    }
+    if let Some(v) = all.get("ui") {
+        s.push_str(&render_ui(v));
     }
     if let Some(v) = all.get("ladder") {
         s.push_str(&render_ladder(v));

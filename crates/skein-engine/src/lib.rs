@@ -72,9 +72,11 @@ pub use error::{Error, Result};
 pub use health::{Fault, FaultKind};
 pub use part::{PageCacheStats, WriterOptions};
 pub use payload::{PayloadPolicy, PayloadRef, PayloadStats};
+pub use query::diagnose::series::Buckets;
 pub use query::llm::{
     SessionDetail, SessionPage, SessionSummary, SessionTurn, ToolSummary, Usage, UsageFigures, UsageGroup, UsageGroupBy,
 };
+pub use query::timeline::{MetricName, ServiceSeries};
 pub use query::{
     AttrFilter, AttrPredicate, Cursor, DiagnoseRequest, Diagnosis, Explain, Finding, Latency, LogQuery, MetricQuery,
     OperationSummary, SearchResult, ServiceSummary, SourceExplain, SpanQuery, Summary, Window,

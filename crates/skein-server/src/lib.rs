@@ -1,6 +1,6 @@
 //! Skein's network surfaces over the engine: OTLP/gRPC and OTLP/HTTP ingest,
 //! the simple JSON span API, the REST query API, the MCP server over it,
-//! health and self-metrics, with admission control in front of ingest.
+//! health and self-metrics, the web UI, with admission control in front of ingest.
 
 mod admission;
 pub mod api;
@@ -18,6 +18,7 @@ mod otlp_grpc;
 pub mod otlp_http;
 pub mod serve;
 mod spans_api;
+pub mod ui;
 
 pub use config::ServerConfig;
 pub use serve::{ServeError, run};

@@ -54,14 +54,16 @@ fn no_delay(conn: &tokio::net::TcpStream) {
     }
 }
 
-/// The router of the API port: ingest, health, metrics (the query API is
-/// added by `api::routes`).
+/// The router of the API port: ingest, health, metrics, the query API
+/// (`api::routes`) and the web UI (`ui::routes`).
 pub fn api_router(app: Arc<App>) -> Router {
     Router::new()
         .merge(crate::otlp_http::routes())
         .merge(crate::health::routes())
         .route("/api/v1/spans", post(crate::spans_api::post_spans))
         .merge(crate::api::routes())
+        .merge(crate::ui::routes())
+        .layer(axum::middleware::from_fn(crate::ui::metrics_page_for_browsers))
         .layer(DefaultBodyLimit::disable())
         .with_state(app)
 }

@@ -423,6 +423,9 @@ fn every_api_route_answers_its_documented_shape() {
         ("post", "/api/v1/spans", "/api/v1/spans"),
         ("get", "/api/v1/logs", "/api/v1/logs"),
         ("get", "/api/v1/metrics", "/api/v1/metrics"),
+        ("get", "/api/v1/metrics/names", "/api/v1/metrics/names"),
+        ("get", "/api/v1/series/services", "/api/v1/series/services?points=30"),
+        ("get", "/api/v1/series/logs", "/api/v1/series/logs?severity=info"),
         ("get", "/api/v1/services", "/api/v1/services"),
         (
             "get",
@@ -544,6 +547,25 @@ fn every_api_route_answers_its_documented_shape() {
     assert_eq!(a("POST /api/v1/spans")["accepted"], 1);
     assert_eq!(len(&a("GET /api/v1/logs")["logs"]), 6);
     assert_eq!(len(&a("GET /api/v1/metrics")["points"]), 4);
+    let names = &a("GET /api/v1/metrics/names")["metrics"];
+    assert_eq!(
+        names
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| &m["points"])
+            .filter_map(|n| n.as_u64())
+            .sum::<u64>(),
+        4,
+        "{names}"
+    );
+    let series = a("GET /api/v1/series/services");
+    assert!(len(&series["times_unix_nano"]) <= 30);
+    assert_eq!(
+        len(&series["times_unix_nano"]),
+        len(&series["services"][0]["spans"]),
+        "{series}"
+    );
     assert!(
         a("GET /api/v1/services")["services"]
             .as_array()

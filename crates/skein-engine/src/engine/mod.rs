@@ -51,6 +51,8 @@ mod compact;
 mod gc;
 mod recovery;
 pub mod tier;
+// Time series for the web UI's charts.
+mod timeline;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -505,27 +505,40 @@ fn log_counts(
                     }
                     continue;
                 }
-                let range = p.index.row_range(p.rows(), w);
-                for b in p.read_columns(&["timestamp", "service_name", "severity_number"], range, 65536)? {
-                    let (Some(ts), Some(svc), Some(sev)) = (
-                        b.column_by_name("timestamp")
-                            .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>()),
-                        b.column_by_name("service_name").and_then(|c| c.as_string_opt::<i32>()),
-                        b.column_by_name("severity_number")
-                            .and_then(|c| c.as_primitive_opt::<Int8Type>()),
-                    ) else {
-                        continue;
-                    };
-                    for i in 0..b.num_rows() {
-                        if w.contains(ts.value(i).max(0) as u64) && service.is_none_or(|v| v == svc.value(i)) {
-                            add(sev.value(i) as i32, 1);
-                        }
+                scan_log_rows(p, w, |t, svc, sev| {
+                    if w.contains(t) && service.is_none_or(|v| v == svc) {
+                        add(sev, 1);
                     }
-                }
+                })?;
             }
         }
     }
     Ok((total, by))
+}
+
+/// Calls `f(time, service, severity)` with every log row of `p` in the row
+/// range of `w` (rows near its edges may fall outside it: callers check),
+/// read through the time, service and severity columns only; the rows
+/// read.
+pub(crate) fn scan_log_rows(p: &Part, w: Window, mut f: impl FnMut(u64, &str, i32)) -> Result<u64> {
+    let range = p.index.row_range(p.rows(), w);
+    let mut rows = 0;
+    for b in p.read_columns(&["timestamp", "service_name", "severity_number"], range, 65536)? {
+        let (Some(ts), Some(svc), Some(sev)) = (
+            b.column_by_name("timestamp")
+                .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>()),
+            b.column_by_name("service_name").and_then(|c| c.as_string_opt::<i32>()),
+            b.column_by_name("severity_number")
+                .and_then(|c| c.as_primitive_opt::<Int8Type>()),
+        ) else {
+            continue;
+        };
+        rows += b.num_rows() as u64;
+        for i in 0..b.num_rows() {
+            f(ts.value(i).max(0) as u64, svc.value(i), sev.value(i) as i32);
+        }
+    }
+    Ok(rows)
 }
 
 fn metric_counts(

@@ -13,6 +13,7 @@ pub mod llm;
 pub mod search;
 pub mod shadow;
 pub mod sketch;
+pub mod timeline;
 pub mod window;
 
 pub use aggregate::{Latency, OperationSummary, ServiceSummary, Summary};

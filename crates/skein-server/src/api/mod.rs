@@ -12,6 +12,7 @@ mod otlp_json;
 pub mod params;
 mod payloads;
 mod scores;
+mod series;
 mod tail;
 pub mod views;
 
@@ -173,6 +174,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/spans"),
     ("GET", "/api/v1/logs"),
     ("GET", "/api/v1/metrics"),
+    ("GET", "/api/v1/metrics/names"),
+    ("GET", "/api/v1/series/services"),
+    ("GET", "/api/v1/series/logs"),
     ("GET", "/api/v1/services"),
     ("GET", "/api/v1/services/{service}/operations"),
     ("GET", "/api/v1/summary"),
@@ -198,6 +202,9 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/v1/spans", get(handlers::search_spans))
         .route("/api/v1/logs", get(handlers::search_logs))
         .route("/api/v1/metrics", get(handlers::search_metrics))
+        .route("/api/v1/metrics/names", get(series::metric_names))
+        .route("/api/v1/series/services", get(series::services))
+        .route("/api/v1/series/logs", get(series::logs))
         .route("/api/v1/services", get(handlers::services))
         .route("/api/v1/services/{service}/operations", get(handlers::operations))
         .route("/api/v1/summary", get(handlers::summary))

@@ -60,6 +60,18 @@ fn span_filters() -> Vec<Value> {
     v
 }
 
+/// The parameters of the `/api/v1/series/*` routes.
+fn series_params() -> Vec<Value> {
+    let mut v = window();
+    v.push(param(
+        "points",
+        "Buckets at most (1-360, default 60); each is a whole number of minutes.",
+    ));
+    v.push(param("service", "Only this service."));
+    v.push(param("explain", "true adds how the engine answered."));
+    v
+}
+
 fn op(summary: &str, params: Vec<Value>, response: &str) -> Value {
     json!({
         "summary": summary,
@@ -159,6 +171,13 @@ pub fn spec() -> Value {
             },
             "/api/v1/logs": {"get": op("Search logs, newest first.", logs, "{logs: [...], next_cursor}")},
             "/api/v1/metrics": {"get": op("Search metric points, newest first.", metrics, "{points: [...], next_cursor}")},
+            "/api/v1/metrics/names": {"get": op("The metric names with points in the window, and how many points each (from part statistics: a part that straddles the window counts whole).", window(), "{window, metrics: [{name, points}]}")},
+            "/api/v1/series/services": {"get": op("Per service, spans, errors and p95 duration in whole-minute buckets over the window (default last=1h): for rate, error-rate and latency charts.", series_params(), "{window, step_ns, times_unix_nano: [...], services: [{service, spans: [...], errors: [...], p95_ns: [...]}]}")},
+            "/api/v1/series/logs": {"get": op("Log counts per severity band in whole-minute buckets over the window (default last=1h): a severity histogram.", {
+                let mut v = series_params();
+                v.push(param("severity", "Minimum severity: trace, debug, info, warn, error, fatal, or 0-24."));
+                v
+            }, "{window, step_ns, times_unix_nano: [...], severities: {band: [count per bucket]}}")},
             "/api/v1/services": {"get": op("Every service: spans, traces, errors, error rate, p50/p95/p99, rate.", agg.clone(), "{window, services: [...]}")},
             "/api/v1/services/{service}/operations": {"get": op("RED metrics per operation of a service.", {
                 let mut v = vec![path_param("service", "Service name.")];

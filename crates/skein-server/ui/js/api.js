@@ -1,0 +1,63 @@
+// The UI's only way to data: the public API under /api/v1, as any client
+// sees it. Errors carry the API's own message ({"error": {"code",
+// "message"}}) so the page can show it.
+
+export class ApiError extends Error {
+  constructor(message, status, code) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** The URL of an API path with query parameters (empty ones left out). */
+export function apiUrl(path, params) {
+  const url = new URL(path, location.origin);
+  for (const [k, v] of Object.entries(params || {})) {
+    if (v === undefined || v === null || v === '') continue;
+    for (const one of Array.isArray(v) ? v : [v]) url.searchParams.append(k, one);
+  }
+  return url;
+}
+
+async function request(path, params, signal) {
+  const url = apiUrl(path, params);
+  let r;
+  try {
+    r = await fetch(url, { signal, headers: { accept: 'application/json' } });
+  } catch (e) {
+    if (e.name === 'AbortError') throw e;
+    throw new ApiError(`The Skein API at ${location.origin} is unreachable (${e.message}). Is skein running?`, 0, 'unreachable');
+  }
+  return r;
+}
+
+/** GET a JSON answer. */
+export async function get(path, params, signal) {
+  const r = await request(path, params, signal);
+  const text = await r.text();
+  let body = null;
+  try {
+    body = text ? JSON.parse(text) : null;
+  } catch {
+    body = null;
+  }
+  if (!r.ok) {
+    const e = body && body.error;
+    throw new ApiError(e && e.message ? e.message : `HTTP ${r.status} from ${path}: ${text.slice(0, 200)}`, r.status, e && e.code ? e.code : 'http');
+  }
+  if (body === null) throw new ApiError(`${path} answered something that is not JSON`, r.status, 'bad_response');
+  return body;
+}
+
+/** GET a payload's bytes as text. */
+export async function payloadText(ref, signal) {
+  const r = await request(`/api/v1/payloads/${encodeURIComponent(ref)}`, {}, signal);
+  const text = await r.text();
+  if (!r.ok) {
+    let msg = text;
+    try { msg = JSON.parse(text).error.message; } catch { /* plain text */ }
+    throw new ApiError(msg, r.status, 'payload');
+  }
+  return text;
+}
