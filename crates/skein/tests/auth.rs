@@ -69,6 +69,30 @@ fn every_http_surface_checks_tokens_and_scopes() {
         assert!(text.contains("lacks the read scope"), "{text}");
         assert_eq!(status(&c, "GET", &url, Some("r3ad"), None).0, 200, "{path}");
     }
+    // The web UI's shell and files hold no data: open (its API calls are
+    // not); the exposition at /metrics still needs the token.
+    let page = c
+        .get(format!("{api}/traces"))
+        .header("accept", "text/html")
+        .send()
+        .unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    let page = c
+        .get(format!("{api}/metrics"))
+        .header("accept", "text/html")
+        .send()
+        .unwrap();
+    assert!(page.text().unwrap().contains("<html"));
+    assert_eq!(
+        c.get(format!("{api}/ui/js/api.js")).send().unwrap().status().as_u16(),
+        200
+    );
+    let api_html = c
+        .get(format!("{api}/api/v1/services"))
+        .header("accept", "text/html")
+        .send()
+        .unwrap();
+    assert_eq!(api_html.status().as_u16(), 401);
     // MCP is read too.
     let mcp = format!("{api}/mcp");
     assert_eq!(status(&c, "POST", &mcp, None, Some("{}")).0, 401);

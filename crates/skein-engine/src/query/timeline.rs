@@ -62,12 +62,14 @@ pub fn service_series(
 ) -> Result<Vec<ServiceSeries>> {
     let ops = op_series(sources, buckets, service, cache, explain)?;
     let mut by: BTreeMap<&str, Vec<Bucket>> = BTreeMap::new();
-    for (svc, _, series) in ops.iter() {
+    for (svc, by_name) in ops.services() {
         let acc = by.entry(svc).or_insert_with(|| vec![Bucket::default(); buckets.count]);
-        for (a, b) in acc.iter_mut().zip(series) {
-            a.count += b.count;
-            a.errors += b.errors;
-            a.durations.merge(&b.durations);
+        for series in by_name.values() {
+            for (a, b) in acc.iter_mut().zip(series) {
+                a.count += b.count;
+                a.errors += b.errors;
+                a.durations.merge(&b.durations);
+            }
         }
     }
     Ok(by

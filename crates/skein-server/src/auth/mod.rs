@@ -84,9 +84,28 @@ pub fn authorize(
     Err(refusal)
 }
 
+/// Whether a request is for the web UI's shell or its files, which hold
+/// no telemetry (the page then asks the API, with a token).
+fn is_ui_shell(req: &Request) -> bool {
+    let path = req.uri().path();
+    if req.method() != Method::GET || path.starts_with("/api/") || path == "/mcp" {
+        return false;
+    }
+    path.starts_with("/ui/")
+        || req
+            .headers()
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.contains("text/html"))
+}
+
 /// The middleware of the HTTP routers.
 pub async fn require(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
-    let scope = required_scope(req.method(), req.uri().path(), app.config.metrics_public);
+    let scope = if is_ui_shell(&req) {
+        None
+    } else {
+        required_scope(req.method(), req.uri().path(), app.config.metrics_public)
+    };
     let client = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
     let authorization = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     match authorize(&app, scope, authorization, client) {
@@ -101,7 +120,13 @@ fn refusal_response(r: Refusal) -> Response {
         Refusal::Forbidden(_) => StatusCode::FORBIDDEN,
         Refusal::Throttled => StatusCode::TOO_MANY_REQUESTS,
     };
-    let body = serde_json::json!({"error": r.message()});
+    let code = match r {
+        Refusal::Unauthenticated => "unauthenticated",
+        Refusal::Forbidden(_) => "forbidden",
+        Refusal::Throttled => "throttled",
+    };
+    // The API's error shape, so clients (the CLI, the UI) show the message.
+    let body = serde_json::json!({"error": {"code": code, "message": r.message()}});
     let mut resp = (status, axum::Json(body)).into_response();
     if r == Refusal::Unauthenticated {
         resp.headers_mut().insert(

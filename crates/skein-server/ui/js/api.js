@@ -20,14 +20,30 @@ export function apiUrl(path, params) {
   return url;
 }
 
-async function request(path, params, signal) {
+// A server started with tokens answers 401: the page asks for one (read
+// scope) and keeps it in session storage, for this tab only.
+const TOKEN_KEY = 'skein.token';
+
+function authHeaders() {
+  const t = sessionStorage.getItem(TOKEN_KEY);
+  return t ? { authorization: `Bearer ${t}` } : {};
+}
+
+async function request(path, params, signal, asked = false) {
   const url = apiUrl(path, params);
   let r;
   try {
-    r = await fetch(url, { signal, headers: { accept: 'application/json' } });
+    r = await fetch(url, { signal, headers: { accept: 'application/json', ...authHeaders() } });
   } catch (e) {
     if (e.name === 'AbortError') throw e;
     throw new ApiError(`The Skein API at ${location.origin} is unreachable (${e.message}). Is skein running?`, 0, 'unreachable');
+  }
+  if (r.status === 401 && !asked) {
+    const t = window.prompt('This Skein server needs a token with the read scope:');
+    if (t) {
+      sessionStorage.setItem(TOKEN_KEY, t.trim());
+      return request(path, params, signal, true);
+    }
   }
   return r;
 }
