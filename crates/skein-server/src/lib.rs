@@ -8,6 +8,7 @@ pub mod app;
 pub mod auth;
 pub mod body;
 pub mod config;
+mod gate;
 mod health;
 mod http_ingest;
 mod ingest;

@@ -105,24 +105,9 @@ impl MetricsService for Otlp {
 }
 
 /// The gRPC router with the three OTLP services.
-/// Checks the `authorization` metadata of every call for the `ingest`
-/// scope (when tokens are set).
-fn authorizer(app: Arc<App>) -> impl Fn(Request<()>) -> Result<Request<()>, Status> + Clone {
-    move |req: Request<()>| {
-        let authorization = req.metadata().get("authorization").and_then(|v| v.to_str().ok());
-        let client = req.remote_addr().map(|a| a.ip());
-        match crate::auth::authorize(&app, Some(crate::auth::Scope::Ingest), authorization, client) {
-            Ok(_) => Ok(req),
-            Err(r @ crate::auth::Refusal::Unauthenticated) => Err(Status::unauthenticated(r.message())),
-            Err(r @ crate::auth::Refusal::Forbidden(_)) => Err(Status::permission_denied(r.message())),
-            Err(r @ crate::auth::Refusal::Throttled) => Err(Status::resource_exhausted(r.message())),
-        }
-    }
-}
-
 pub fn router(app: Arc<App>) -> tonic::service::Routes {
     let limit = app.config.max_body_bytes;
-    let check = authorizer(app.clone());
+    let check = crate::gate::grpc(app.clone());
     let otlp = Otlp { app };
     let mut routes = tonic::service::RoutesBuilder::default();
     use tonic::service::interceptor::InterceptedService;

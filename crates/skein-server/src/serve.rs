@@ -82,7 +82,7 @@ pub fn api_router_with_mcp(app: Arc<App>) -> Router {
     // Tokens are checked once, outside: MCP's in-process calls to the API
     // are on behalf of a request already admitted.
     api.merge(crate::mcp::transport::router(mcp, bind))
-        .layer(axum::middleware::from_fn_with_state(app, crate::auth::require))
+        .layer(axum::middleware::from_fn_with_state(app, crate::gate::require))
 }
 
 /// The router of the OTLP/HTTP port.
@@ -91,7 +91,7 @@ pub fn otlp_http_router(app: Arc<App>) -> Router {
         .merge(crate::otlp_http::routes())
         .merge(crate::health::routes())
         .layer(DefaultBodyLimit::disable())
-        .layer(axum::middleware::from_fn_with_state(app.clone(), crate::auth::require))
+        .layer(axum::middleware::from_fn_with_state(app.clone(), crate::gate::require))
         .with_state(app)
 }
 

@@ -27,7 +27,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
 use super::columns::SPAN_LLM_COLUMNS;
-use super::writer::SinkWriter;
+use super::sink::SinkWriter;
 use crate::error::{Error, Result};
 use crate::storage::{ParquetSource, PartStore};
 

@@ -12,6 +12,7 @@ mod constants;
 pub mod index;
 pub mod page_cache;
 mod reader;
+mod sink;
 mod writer;
 
 use serde::{Deserialize, Serialize};

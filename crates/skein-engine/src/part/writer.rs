@@ -18,10 +18,11 @@ use parquet::schema::types::ColumnPath;
 
 use super::calls::CallsWriter;
 use super::index::{IndexBuilder, PartIndex};
+use super::sink::SinkWriter;
 use super::{Columnar, FORMAT_VERSION, META_KEY, Part, PartMeta, index_name, parquet_name, text_name};
 use crate::error::{Error, Result};
 use crate::record::Signal;
-use crate::storage::{ObjectSink, PartStore};
+use crate::storage::PartStore;
 use crate::text::PayloadText;
 use crate::text_index::PartTextBuilder;
 
@@ -58,17 +59,6 @@ impl Default for WriterOptions {
 
 /// Rows converted to Arrow per chunk.
 const CHUNK_ROWS: usize = 8192;
-
-pub(super) struct SinkWriter(pub(super) Box<dyn ObjectSink>);
-
-impl std::io::Write for SinkWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.write(buf)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.0.flush()
-    }
-}
 
 fn properties(signal: Signal, schema: &arrow_schema::Schema, opts: &WriterOptions) -> WriterProperties {
     let col = |name: &str| ColumnPath::from(name);
