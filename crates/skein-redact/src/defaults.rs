@@ -128,6 +128,8 @@ mod tests {
         for (input, want) in [
             ("mail ana.lopez+x@example.co.uk now", "mail [EMAIL] now"),
             ("card 4111 1111 1111 1111 ok", "card [CARD] ok"),
+            ("card 4111 1111 1111 1111 10 items", "card [CARD] 10 items"),
+            ("12 4111-1111-1111-1111", "12 [CARD]"),
             ("iban DE89 3704 0044 0532 0130 00.", "iban [IBAN]."),
             ("call +44 20 7946 0958", "call [PHONE]"),
             ("call (415) 555-0132", "call [PHONE]"),

@@ -123,6 +123,78 @@ fn luhn(digits: &str) -> bool {
     sum.is_multiple_of(10)
 }
 
+/// Each match of `p` in `s` that passes `check` (or whose longest passing
+/// run of groups does), replaced; `None` when nothing passed. A match that
+/// fails does not hide what overlaps it: the search goes on from its next
+/// group, so a card number after a longer run of digits is still found.
+fn replace_checked(p: &Regex, check: Check, s: &str, replace: impl Fn(&str) -> String) -> Option<String> {
+    let mut out = String::new();
+    let (mut pos, mut copied) = (0, 0);
+    let mut hit = false;
+    while pos < s.len() {
+        let Some(m) = p.find_at(s, pos) else { break };
+        match passing_span(m.as_str(), check) {
+            Some((a, b)) => {
+                let (a, b) = (m.start() + a, m.start() + b);
+                out.push_str(&s[copied..a]);
+                out.push_str(&replace(&s[a..b]));
+                copied = b;
+                pos = b;
+                hit = true;
+            }
+            None => {
+                // The next group of the failed match, else past it (and
+                // past an empty match: one character on).
+                let text = m.as_str();
+                let first = text.chars().next().map_or(1, char::len_utf8);
+                pos = text
+                    .get(first..)
+                    .and_then(|rest| rest.find([' ', '-']))
+                    .map_or(m.end(), |i| m.start() + first + i + 1)
+                    .max(m.start() + first);
+                while pos < s.len() && !s.is_char_boundary(pos) {
+                    pos += 1;
+                }
+            }
+        }
+    }
+    out.push_str(&s[copied..]);
+    hit.then_some(out)
+}
+
+/// The longest run of `m`'s groups (split at spaces and dashes) that
+/// passes `check`, as a byte span of `m`.
+fn passing_span(m: &str, check: Check) -> Option<(usize, usize)> {
+    let mut groups = Vec::new();
+    let mut start = None;
+    for (i, c) in m.char_indices() {
+        if c == ' ' || c == '-' {
+            if let Some(s) = start.take() {
+                groups.push((s, i));
+            }
+        } else if start.is_none() {
+            start = Some(i);
+        }
+    }
+    if let Some(s) = start {
+        groups.push((s, m.len()));
+    }
+    let n = groups.len();
+    for len in (1..=n).rev() {
+        for first in 0..=n - len {
+            let (a, b) = (groups[first].0, groups[first + len - 1].1);
+            let ok = match check {
+                Check::Luhn => luhn(&m[a..b]),
+                Check::Iban => iban(&m[a..b]),
+            };
+            if ok {
+                return Some((a, b));
+            }
+        }
+    }
+    None
+}
+
 fn iban(s: &str) -> bool {
     let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
     if !(15..=34).contains(&s.len()) {
@@ -203,24 +275,16 @@ impl Redactor {
                 (None, Action::Mask(m)) => Some(m.clone()),
                 (None, Action::Hash) => Some(self.hash(s)),
                 (Some(p), action) => {
-                    let mut hit = false;
-                    let out = p.replace_all(s, |c: &regex::Captures<'_>| {
-                        let m = &c[0];
-                        let passes = match r.check {
-                            None => true,
-                            Some(Check::Luhn) => luhn(m),
-                            Some(Check::Iban) => iban(m),
-                        };
-                        if !passes {
-                            return m.to_string();
-                        }
-                        hit = true;
-                        match action {
-                            Action::Mask(x) => x.clone(),
-                            _ => self.hash(m),
-                        }
-                    });
-                    hit.then(|| out.into_owned())
+                    let replace = |m: &str| match action {
+                        Action::Mask(x) => x.clone(),
+                        _ => self.hash(m),
+                    };
+                    match r.check {
+                        None => p
+                            .is_match(s)
+                            .then(|| p.replace_all(s, |c: &regex::Captures<'_>| replace(&c[0])).into_owned()),
+                        Some(check) => replace_checked(p, check, s, replace),
+                    }
                 }
             };
             if let Some(n) = new

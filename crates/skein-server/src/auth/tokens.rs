@@ -302,3 +302,30 @@ mod tests {
         assert_eq!(bearer("abc"), None);
     }
 }
+
+#[cfg(test)]
+mod props {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #[test]
+        fn any_tokens_text_parses_or_is_refused(text in "\\PC{0,200}") {
+            let _ = TokenSet::from_toml(&text, "f");
+            let _ = TokenSet::from_toml(&format!("[[token]]\n{text}"), "f");
+            let _ = TokenSet::from_short(&text, "E");
+            let _ = bearer(&text);
+        }
+
+        #[test]
+        fn a_short_form_secret_finds_its_token(secret in "[A-Za-z0-9._~-]{1,40}") {
+            let set = TokenSet::from_short(&format!("read:{secret}"), "E").unwrap();
+            prop_assert!(set.find(&secret).is_some());
+            let other = format!("{secret}x");
+            prop_assert!(set.find(&other).is_none());
+            let header = format!("Bearer {secret}");
+            prop_assert_eq!(bearer(&header), Some(secret.as_str()));
+        }
+    }
+}
