@@ -322,9 +322,8 @@ impl Redactor {
         let before = kvs.len();
         kvs.retain(|kv| !self.dropped(&kv.key));
         let mut changed = kvs.len() != before;
-        for kv in kvs.iter_mut() {
-            let key = kv.key.clone();
-            changed |= self.value(Place::Attribute(&key), &mut kv.value);
+        for KeyValue { key, value } in kvs.iter_mut() {
+            changed |= self.value(Place::Attribute(key), value);
         }
         changed
     }

@@ -10,7 +10,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::app::App;
-use crate::auth::{Refusal, Scope, Token, limiter, required_scope, tokens};
+use crate::auth::{Refusal, Scope, limiter, required_scope, tokens};
 
 /// Checks a presented `Authorization` value for `scope` (`None`: open).
 /// Failures count against `client` in the limiter and in `/metrics`.
@@ -19,16 +19,16 @@ pub fn authorize(
     scope: Option<Scope>,
     authorization: Option<&str>,
     client: Option<IpAddr>,
-) -> Result<Option<Token>, Refusal> {
+) -> Result<(), Refusal> {
     let (Some(set), Some(scope)) = (app.tokens(), scope) else {
-        return Ok(None);
+        return Ok(());
     };
     if client.is_some_and(|ip| app.auth_failures.throttled(ip)) {
         return Err(Refusal::Throttled);
     }
     let token = authorization.and_then(tokens::bearer).and_then(|s| set.find(s));
     let refusal = match token {
-        Some(t) if t.allows(scope) => return Ok(Some(t.clone())),
+        Some(t) if t.allows(scope) => return Ok(()),
         Some(_) => Refusal::Forbidden(scope),
         None => Refusal::Unauthenticated,
     };

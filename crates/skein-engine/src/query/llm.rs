@@ -447,12 +447,10 @@ impl Groups {
         self.named.values_mut().chain(self.none.as_mut())
     }
 
-    /// Keyless first, then by key.
-    fn into_sorted(self) -> Vec<(Option<String>, UsageAcc)> {
+    /// Every group, keyless first, unordered.
+    fn into_vec(self) -> Vec<(Option<String>, UsageAcc)> {
         let mut out: Vec<(Option<String>, UsageAcc)> = self.none.map(|a| (None, a)).into_iter().collect();
-        let mut named: Vec<(String, UsageAcc)> = self.named.into_iter().collect();
-        named.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        out.extend(named.into_iter().map(|(k, a)| (Some(k), a)));
+        out.extend(self.named.into_iter().map(|(k, a)| (Some(k), a)));
         out
     }
 }
@@ -646,14 +644,16 @@ pub fn usage(
         }
     }
     let mut out: Vec<UsageGroup> = groups
-        .into_sorted()
+        .into_vec()
         .into_iter()
         .map(|(key, acc)| UsageGroup {
             key,
             usage: acc.finish(),
         })
         .collect();
-    if group_by != UsageGroupBy::Day {
+    if group_by == UsageGroupBy::Day {
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+    } else {
         out.sort_by(|a, b| {
             b.usage
                 .cost_usd
