@@ -38,6 +38,20 @@ pub enum Error {
     /// (flushes failing while the frozen tiers they would free fill memory).
     #[error("background {kind} is failing ({reason}); ingest resumes once it succeeds")]
     Background { kind: FaultKind, reason: String },
+    /// Object storage refused or failed a request (unreachable, missing
+    /// bucket, bad credentials, an object that is not what it should be).
+    #[error("object storage: {what}: {detail}")]
+    Storage { what: String, detail: String },
+    /// Another process writes this bucket prefix.
+    #[error(
+        "{url} is written by another skein ({holder}), whose lease was renewed {renewed_ms_ago} ms ago; stop it, use another prefix, or wait {ttl_ms} ms after it stops"
+    )]
+    Leased {
+        url: String,
+        holder: String,
+        renewed_ms_ago: u64,
+        ttl_ms: u64,
+    },
     #[error("{0}")]
     Other(String),
 }

@@ -49,6 +49,29 @@ pub fn remove_tmp_files(dir: &Path) -> Result<usize> {
     Ok(n)
 }
 
+/// This data directory's identity, made once and kept in `instance-id`:
+/// what an object storage lease names its holder by, so a restart of the
+/// same directory takes its own lease back at once.
+pub fn instance_id(data_dir: &Path) -> Result<String> {
+    const NAME: &str = "instance-id";
+    let path = data_dir.join(NAME);
+    match fs::read_to_string(&path) {
+        Ok(s) if s.trim().len() == 32 => return Ok(s.trim().to_string()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io(format!("read {}", path.display()), e)),
+    }
+    let seed = format!(
+        "{:?} {} {}",
+        std::time::SystemTime::now(),
+        std::process::id(),
+        data_dir.display()
+    );
+    let id = blake3::hash(seed.as_bytes()).to_hex()[..32].to_string();
+    write_atomic(data_dir, NAME, id.as_bytes())?;
+    Ok(id)
+}
+
 /// An exclusive lock on a data directory, held for the life of the engine.
 ///
 /// `flock` is released by the kernel when its holder dies, so a lock left by

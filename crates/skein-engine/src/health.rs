@@ -30,14 +30,19 @@ pub enum FaultKind {
     /// name: a damaged pack). Writes and other reads go on: the engine is
     /// degraded, not down. Lasts until a restart.
     Payload,
+    /// Objects cannot be uploaded to object storage (or its lease was
+    /// lost): they wait on local disk, writes go on. Clears once an upload
+    /// succeeds.
+    Upload,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 4] = [
+    pub const ALL: [FaultKind; 5] = [
         FaultKind::Wal,
         FaultKind::Flush,
         FaultKind::Compaction,
         FaultKind::Payload,
+        FaultKind::Upload,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -46,13 +51,14 @@ impl FaultKind {
             FaultKind::Flush => "flush",
             FaultKind::Compaction => "compaction",
             FaultKind::Payload => "payload",
+            FaultKind::Upload => "upload",
         }
     }
 
     /// Whether the engine still takes writes with this fault in force (it
     /// is degraded rather than not ready).
     pub fn degrades_only(self) -> bool {
-        matches!(self, FaultKind::Payload)
+        matches!(self, FaultKind::Payload | FaultKind::Upload)
     }
 }
 

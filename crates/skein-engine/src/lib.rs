@@ -82,6 +82,7 @@ pub use query::{
     OperationSummary, SearchResult, ServiceSummary, SourceExplain, SpanQuery, Summary, Window,
 };
 pub use record::{Record, RecordKey, Signal};
+pub use storage::object::{ObjectStorageOptions, ObjectStorageStats, RemoteConfig};
 pub use terms::AttrScope;
 pub use text::{Highlight, PayloadText, TextField, TextQuery, TextQueryError, TextRecord};
 pub use validate::Limits;

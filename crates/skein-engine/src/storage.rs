@@ -16,6 +16,8 @@ use bytes::Bytes;
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{self, TMP_SUFFIX};
 
+pub mod object;
+
 /// Random-access reads of one stored object.
 pub trait ObjectSource: Send + Sync {
     fn len(&self) -> u64;
@@ -48,6 +50,18 @@ pub trait PartStore: Send + Sync {
     fn size(&self, prefix: &str) -> Result<u64>;
     /// Where `name` lives, for messages.
     fn describe(&self, name: &str) -> String;
+
+    /// Uploads, requests and cache of a store on object storage; `None`
+    /// for local disk.
+    fn object_storage_stats(&self) -> Option<object::ObjectStorageStats> {
+        None
+    }
+
+    /// Waits until every object written is in its final place (uploaded,
+    /// for object storage), or `timeout` passes; true when it is.
+    fn wait_uploaded(&self, _timeout: std::time::Duration) -> bool {
+        true
+    }
 
     fn put(&self, name: &str, bytes: &[u8]) -> Result<()> {
         let mut sink = self.create(name)?;
@@ -86,9 +100,17 @@ impl LocalStore {
     }
 }
 
-struct LocalFile {
+pub(crate) struct LocalFile {
     file: File,
     len: u64,
+}
+
+impl LocalFile {
+    pub(crate) fn open(path: &Path) -> io::Result<LocalFile> {
+        let file = File::open(path)?;
+        let len = file.metadata()?.len();
+        Ok(LocalFile { file, len })
+    }
 }
 
 impl ObjectSource for LocalFile {
@@ -263,9 +285,9 @@ impl PartStore for LocalStore {
 
     fn open(&self, name: &str) -> Result<Arc<dyn ObjectSource>> {
         let path = self.path(name);
-        let file = File::open(&path).ctx(|| format!("open {}", path.display()))?;
-        let len = file.metadata().ctx(|| format!("stat {}", path.display()))?.len();
-        Ok(Arc::new(LocalFile { file, len }))
+        Ok(Arc::new(
+            LocalFile::open(&path).ctx(|| format!("open {}", path.display()))?,
+        ))
     }
 
     fn remove(&self, name: &str) -> Result<()> {

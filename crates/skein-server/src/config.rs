@@ -11,6 +11,9 @@ use skein_engine::Durability;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ServerConfig {
     pub data_dir: PathBuf,
+    /// Parts in a bucket (`--storage s3://…`) instead of only on local disk.
+    #[serde(skip)]
+    pub object_storage: Option<skein_engine::ObjectStorageOptions>,
     pub otlp_grpc_addr: SocketAddr,
     pub otlp_http_addr: SocketAddr,
     pub api_addr: SocketAddr,
@@ -66,6 +69,7 @@ impl ServerConfig {
     pub fn new(data_dir: PathBuf) -> Self {
         ServerConfig {
             data_dir,
+            object_storage: None,
             otlp_grpc_addr: DEFAULT_OTLP_GRPC.parse().expect("valid default"),
             otlp_http_addr: DEFAULT_OTLP_HTTP.parse().expect("valid default"),
             api_addr: DEFAULT_API.parse().expect("valid default"),

@@ -198,6 +198,7 @@ pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()> + Send
     opts.hot_max_age = config.hot_max_age;
     opts.payloads.threshold = config.payload_threshold;
     opts.page_cache_bytes = config.page_cache_bytes as u64;
+    opts.object_storage = config.object_storage.clone();
     if let Some(p) = &config.pricing {
         opts.pricing = p.clone();
     }
@@ -233,9 +234,18 @@ pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()> + Send
     }
     app.begin_shutdown();
     let e = engine.clone();
-    tokio::task::spawn_blocking(move || e.close())
-        .await
-        .map_err(|e| ServeError::Other(e.to_string()))??;
+    let wait = config.shutdown_timeout;
+    tokio::task::spawn_blocking(move || {
+        e.close()?;
+        // Parts on object storage: give the last ones a chance to reach the
+        // bucket. Those that do not stay staged and go up after a restart.
+        if !e.wait_uploaded(wait) {
+            tracing::warn!("some parts are not uploaded yet; they stay on local disk until the next start");
+        }
+        Ok::<_, skein_engine::Error>(())
+    })
+    .await
+    .map_err(|e| ServeError::Other(e.to_string()))??;
     tracing::info!("flushed; bye");
     Ok(())
 }

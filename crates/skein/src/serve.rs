@@ -18,6 +18,35 @@ pub struct ServeArgs {
     /// Data directory [default: the platform data dir, e.g. ~/.local/share/skein].
     #[arg(long, env = "SKEIN_DATA_DIR", value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// Keep parts, their indexes and payload packs in a bucket:
+    /// s3://BUCKET/PREFIX (any S3-compatible store). The WAL and the hot
+    /// tier stay in --data-dir; credentials, region and endpoint come from
+    /// the AWS_* environment (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
+    /// AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ALLOW_HTTP) or the --s3-* flags.
+    #[arg(long, env = "SKEIN_STORAGE", value_name = "URL")]
+    storage: Option<String>,
+    /// Where blocks read from the bucket and uploaded parts are cached
+    /// [default: DATA_DIR/cache].
+    #[arg(long, env = "SKEIN_CACHE_DIR", value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// The local cache's budget, e.g. 10GiB [default: 1GiB].
+    #[arg(long, env = "SKEIN_CACHE_SIZE", value_name = "SIZE")]
+    cache_size: Option<String>,
+    /// The S3 endpoint (over AWS_ENDPOINT_URL), e.g. http://127.0.0.1:9000.
+    #[arg(long, value_name = "URL")]
+    s3_endpoint: Option<String>,
+    /// The S3 region (over AWS_REGION).
+    #[arg(long, value_name = "REGION")]
+    s3_region: Option<String>,
+    /// Allow a plain-HTTP endpoint (over AWS_ALLOW_HTTP).
+    #[arg(long)]
+    s3_allow_http: bool,
+    /// The access key id (over AWS_ACCESS_KEY_ID).
+    #[arg(long, value_name = "ID")]
+    s3_access_key_id: Option<String>,
+    /// The secret access key (over AWS_SECRET_ACCESS_KEY).
+    #[arg(long, value_name = "SECRET")]
+    s3_secret_access_key: Option<String>,
     /// OTLP/gRPC listen address [default: 127.0.0.1:4317].
     #[arg(long, env = "SKEIN_OTLP_GRPC_ADDR", value_name = "ADDR")]
     otlp_grpc_addr: Option<String>,
@@ -108,6 +137,12 @@ pub struct ServeArgs {
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     data_dir: Option<PathBuf>,
+    storage: Option<String>,
+    cache_dir: Option<PathBuf>,
+    cache_size: Option<toml::Value>,
+    s3_endpoint: Option<String>,
+    s3_region: Option<String>,
+    s3_allow_http: Option<bool>,
     otlp_grpc_addr: Option<String>,
     otlp_http_addr: Option<String>,
     api_addr: Option<String>,
@@ -244,8 +279,13 @@ fn build_config(args: &ServeArgs) -> Result<(ServerConfig, String), String> {
             toml::from_str(&text).map_err(|e| format!("invalid config {}: {e}", path.display()))?
         }
     };
-    let data_dir = args.data_dir.clone().or(file.data_dir).unwrap_or_else(default_data_dir);
+    let data_dir = args
+        .data_dir
+        .clone()
+        .or(file.data_dir.clone())
+        .unwrap_or_else(default_data_dir);
     let mut c = ServerConfig::new(data_dir);
+    c.object_storage = object_storage(args, &file, &c.data_dir)?;
     let addr =
         |v: Option<&String>, f: &Option<String>, what: &str, default: std::net::SocketAddr| match v.or(f.as_ref()) {
             None => Ok(default),
@@ -354,6 +394,51 @@ fn build_config(args: &ServeArgs) -> Result<(ServerConfig, String), String> {
     }
     let log = args.log.clone().or(file.log).unwrap_or_else(|| "info".into());
     Ok((c, log))
+}
+
+/// `--storage` and its settings, or `None` for local disk only.
+fn object_storage(
+    args: &ServeArgs,
+    file: &FileConfig,
+    data_dir: &std::path::Path,
+) -> Result<Option<skein_engine::ObjectStorageOptions>, String> {
+    let Some(url) = args.storage.clone().or_else(|| file.storage.clone()) else {
+        if args.cache_dir.is_some() || args.cache_size.is_some() {
+            return Err("--cache-dir and --cache-size need --storage s3://BUCKET/PREFIX".into());
+        }
+        return Ok(None);
+    };
+    let cache_bytes = match (&args.cache_size, &file.cache_size) {
+        (Some(s), _) => parse_size(s).map_err(|e| format!("--cache-size: {e}"))?,
+        (None, Some(v)) => toml_size(v).map_err(|e| format!("cache_size in config: {e}"))?,
+        (None, None) => 1 << 30,
+    };
+    let mut options = Vec::new();
+    let mut set = |key: &str, v: Option<String>| {
+        if let Some(v) = v {
+            options.push((key.to_string(), v));
+        }
+    };
+    set(
+        "aws_endpoint",
+        args.s3_endpoint.clone().or_else(|| file.s3_endpoint.clone()),
+    );
+    set("aws_region", args.s3_region.clone().or_else(|| file.s3_region.clone()));
+    set(
+        "aws_allow_http",
+        (args.s3_allow_http || file.s3_allow_http.unwrap_or(false)).then(|| "true".to_string()),
+    );
+    set("aws_access_key_id", args.s3_access_key_id.clone());
+    set("aws_secret_access_key", args.s3_secret_access_key.clone());
+    Ok(Some(skein_engine::ObjectStorageOptions {
+        remote: skein_engine::RemoteConfig { url, options },
+        cache_dir: args
+            .cache_dir
+            .clone()
+            .or_else(|| file.cache_dir.clone())
+            .unwrap_or_else(|| data_dir.join("cache")),
+        cache_bytes: cache_bytes as u64,
+    }))
 }
 
 async fn shutdown_signal() {

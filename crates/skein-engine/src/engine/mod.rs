@@ -116,6 +116,9 @@ pub struct EngineOptions {
     /// Prices of LLM calls (costs are computed when asked, so a corrected
     /// price applies to data already stored). Default: the built-in table.
     pub pricing: Arc<skein_model::genai::Pricing>,
+    /// Keep parts in a bucket (staged and cached on local disk) rather
+    /// than only on local disk. The WAL and the hot tier stay local.
+    pub object_storage: Option<crate::storage::object::ObjectStorageOptions>,
 }
 
 impl EngineOptions {
@@ -135,6 +138,7 @@ impl EngineOptions {
             page_cache_bytes: 32 << 20,
             full_text: true,
             pricing: Arc::new(skein_model::genai::Pricing::built_in()),
+            object_storage: None,
         }
     }
 }
@@ -200,6 +204,9 @@ pub struct EngineStats {
     pub faults: Vec<Fault>,
     /// Failures ever, by fault kind (`wal`, `flush`, `compaction`).
     pub failures: std::collections::BTreeMap<String, u64>,
+    /// Uploads, requests and cache, when parts live on object storage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object_storage: Option<crate::storage::object::ObjectStorageStats>,
 }
 
 pub(crate) struct Inner {
@@ -233,7 +240,7 @@ pub(crate) struct Inner {
     text_index_merges: AtomicU64,
     text_index_rebuilds: AtomicU64,
     compaction_nanos: AtomicU64,
-    faults: Faults,
+    faults: Arc<Faults>,
     pub(crate) shadow_cache: crate::query::shadow::ShadowCache,
     page_cache: Arc<PageCache>,
     compacting: AtomicBool,
@@ -601,6 +608,12 @@ impl Engine {
 
     pub fn stats(&self) -> EngineStats {
         self.inner.stats()
+    }
+
+    /// Waits until every part written is in its final place (on object
+    /// storage: uploaded), or `timeout` passes; true when it is.
+    pub fn wait_uploaded(&self, timeout: Duration) -> bool {
+        self.inner.store.wait_uploaded(timeout)
     }
 
     /// The faults in force: what needs an operator (a WAL that refuses
@@ -1071,6 +1084,7 @@ impl Inner {
         }
         s.faults = self.faults();
         s.failures = self.faults.totals();
+        s.object_storage = self.store.object_storage_stats();
         s
     }
 }

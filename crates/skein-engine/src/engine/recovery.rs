@@ -24,9 +24,11 @@ use super::{EngineOptions, Inner};
 use crate::codec;
 use crate::error::Result;
 use crate::fsutil::{self, DirLock};
+use crate::health::Faults;
 use crate::part::{self, PageCache, Part};
 use crate::payload::{self, PayloadStore};
 use crate::record::Signal;
+use crate::storage::object::BucketStore;
 use crate::storage::{LocalStore, PartStore};
 use crate::wal::{RecordKind, Wal, WalRecord};
 
@@ -34,10 +36,19 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
     let started = Instant::now();
     fsutil::create_dir_all(&opts.data_dir)?;
     let lock = DirLock::acquire(&opts.data_dir)?;
-    let store: Arc<dyn PartStore> = Arc::new(LocalStore::open(
-        &opts.data_dir.join("parts"),
-        &["spans", "logs", "metrics", PayloadStore::PREFIX],
-    )?);
+    let faults = Arc::new(Faults::default());
+    let prefixes = ["spans", "logs", "metrics", PayloadStore::PREFIX];
+    let store: Arc<dyn PartStore> = match &opts.object_storage {
+        None => Arc::new(LocalStore::open(&opts.data_dir.join("parts"), &prefixes)?),
+        Some(os) => Arc::new(BucketStore::open(
+            &opts.data_dir.join("parts"),
+            &prefixes,
+            os,
+            &fsutil::instance_id(&opts.data_dir)?,
+            faults.clone(),
+            part::is_text_index,
+        )?),
+    };
     let payloads = PayloadStore::open(store.clone())?;
     let page_cache = PageCache::new(opts.page_cache_bytes);
     let mut parts: [Vec<Arc<Part>>; 3] = Default::default();
@@ -125,7 +136,7 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
         text_index_merges: AtomicU64::new(0),
         text_index_rebuilds: AtomicU64::new(0),
         compaction_nanos: AtomicU64::new(0),
-        faults: Default::default(),
+        faults,
         shadow_cache: Default::default(),
         page_cache,
         compacting: AtomicBool::new(false),

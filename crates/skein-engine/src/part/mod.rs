@@ -83,6 +83,11 @@ pub fn text_name(signal: Signal, id: u64) -> String {
     format!("{}/{id:016x}.txt", signal.as_str())
 }
 
+/// Whether `name` is a part's full-text index.
+pub fn is_text_index(name: &str) -> bool {
+    name.ends_with(".txt") && parse_name(name).is_some()
+}
+
 /// The files beside a part's Parquet file, deleted with it (a span part's
 /// calls table too).
 pub fn sidecar_names(signal: Signal, id: u64) -> Vec<String> {

@@ -1,0 +1,636 @@
+//! Parts on object storage: [`BucketStore`] keeps every object in a bucket
+//! (S3 or compatible), staged on local disk until uploaded and cached on
+//! local disk after, within a byte budget.
+//!
+//! # Life of an object
+//! 1. Written and committed in the staging directory exactly as
+//!    [`LocalStore`] does (temp → fsync → rename). From here on it is
+//!    durable: the WAL records it holds may go. Reads are local.
+//! 2. Queued for upload. The upload is one conditional PUT (`If-None-Match:
+//!    *`) or, for big objects, a multipart upload completed after its last
+//!    part: the bucket shows the whole object or nothing, never a torn one.
+//!    A failed upload is retried with backoff and the object stays staged,
+//!    so an outage of the bucket loses nothing; it shows as an `upload`
+//!    fault (degraded, writes go on).
+//! 3. Uploaded: the staged file is renamed into the cache (readers that have
+//!    it open keep reading it) and counts against `--cache-size` from then
+//!    on. Full-text indexes stay staged: they are mapped and read in place.
+//! 4. Evicted from the cache when it is full, least recently used first;
+//!    reads then fetch 1 MiB blocks with range requests and cache those.
+//!
+//! # Crash safety
+//! Which objects are uploaded is never written down: opening lists the
+//! bucket and compares it with the staging directory. A staged object the
+//! bucket holds at the same size was uploaded (a crash came before its move
+//! into the cache): it moves now. One it does not hold is queued again. A
+//! deletion the bucket had not done yet leaves an object that recovery
+//! deletes like any other a crash left behind (a replaced part, an orphan
+//! sidecar).
+//!
+//! # One writer
+//! A lease object in the bucket ([`lease`]) refuses a second process that
+//! would write the same prefix.
+
+mod cache;
+mod lease;
+mod remote;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use parking_lot::{Condvar, Mutex};
+use serde::Serialize;
+
+pub use cache::CacheStats;
+pub use remote::{RemoteConfig, RemoteRequestStats};
+
+use self::cache::{BLOCK, Cache, Resident, block_len};
+use self::lease::{LEASE_NAME, Lease, RENEW_EVERY, RenewError};
+use self::remote::{PutError, Remote};
+use super::{LocalStore, ObjectSink, ObjectSource, PartStore};
+use crate::error::{Error, Result};
+use crate::health::{FaultKind, Faults};
+
+/// How to keep parts in a bucket.
+#[derive(Debug, Clone)]
+pub struct ObjectStorageOptions {
+    pub remote: RemoteConfig,
+    /// Where fetched blocks and uploaded objects are cached.
+    pub cache_dir: PathBuf,
+    /// The cache's budget in bytes (whole objects and blocks together).
+    pub cache_bytes: u64,
+}
+
+/// What `/api/v1/stats` shows of object storage.
+#[derive(Debug, Clone, Serialize, Default, PartialEq)]
+pub struct ObjectStorageStats {
+    pub url: String,
+    /// Objects staged locally that the bucket does not hold yet.
+    pub pending_uploads: u64,
+    pub pending_upload_bytes: u64,
+    pub uploads: u64,
+    pub upload_failures: u64,
+    /// Objects in the bucket and their bytes.
+    pub remote_objects: u64,
+    pub remote_bytes: u64,
+    #[serde(flatten)]
+    pub requests: RemoteRequestStats,
+    #[serde(flatten)]
+    pub cache: CacheStats,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Task {
+    Upload { name: String, len: u64 },
+    Delete { name: String },
+}
+
+impl Task {
+    fn name(&self) -> &str {
+        match self {
+            Task::Upload { name, .. } | Task::Delete { name } => name,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Objects {
+    /// What the bucket holds (name → size): its listing at open, then our
+    /// own uploads and deletions.
+    remote: HashMap<String, u64>,
+    /// Objects in the staging directory (name → size): not uploaded yet,
+    /// or kept local after their upload (full-text indexes).
+    staged: HashMap<String, u64>,
+    queue: VecDeque<Task>,
+    /// Removed while an upload of theirs may be running.
+    removed: HashSet<String>,
+    stop: bool,
+    uploads: u64,
+    failures: u64,
+}
+
+impl Objects {
+    fn pending(&self) -> (u64, u64) {
+        self.queue.iter().fold((0, 0), |(n, b), t| match t {
+            Task::Upload { len, .. } => (n + 1, b + len),
+            Task::Delete { .. } => (n, b),
+        })
+    }
+}
+
+struct Shared {
+    staging: LocalStore,
+    staging_root: PathBuf,
+    remote: Arc<Remote>,
+    cache: Cache,
+    lease: Lease,
+    faults: Arc<Faults>,
+    objects: Mutex<Objects>,
+    wake: Condvar,
+    /// Seconds since open, for [`BucketObject::touch`].
+    clock: Instant,
+    stays_staged: StaysStaged,
+}
+
+/// Parts, their sidecars and payload packs in a bucket; see the module docs.
+pub struct BucketStore {
+    shared: Arc<Shared>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Which objects stay in the staging directory after their upload (the
+/// engine's full-text indexes: mapped and read in place for as long as
+/// their part is open, so caching them would only count bytes that cannot
+/// be freed).
+pub(crate) type StaysStaged = fn(&str) -> bool;
+
+impl BucketStore {
+    /// Connects to the bucket, takes its lease, and reconciles it with the
+    /// staging directory `staging_root` (see the module docs).
+    pub(crate) fn open(
+        staging_root: &Path,
+        prefixes: &[&str],
+        opts: &ObjectStorageOptions,
+        holder_id: &str,
+        faults: Arc<Faults>,
+        stays_staged: StaysStaged,
+    ) -> Result<BucketStore> {
+        let remote = Arc::new(Remote::connect(&opts.remote)?);
+        // The first request: a missing bucket, bad credentials or an
+        // unreachable endpoint stop the start here, with the reason.
+        let listed = remote.list()?;
+        let lease = Lease::acquire(remote.clone(), holder_id, &staging_root.display().to_string())?;
+        let mut objects = Objects {
+            remote: listed
+                .into_iter()
+                .filter(|l| l.name != LEASE_NAME)
+                .map(|l| (l.name, l.size))
+                .collect(),
+            ..Default::default()
+        };
+        let staging = LocalStore::open(staging_root, prefixes)?;
+        let cache = Cache::open(&opts.cache_dir, opts.cache_bytes, &objects.remote)?;
+        for p in prefixes {
+            for name in staging.list(p)? {
+                let path = staging_root.join(&name);
+                let len = fs::metadata(&path)
+                    .map_err(|e| Error::io(format!("stat {}", path.display()), e))?
+                    .len();
+                match objects.remote.get(&name) {
+                    Some(&size) if size == len => {
+                        if stays_staged(&name) {
+                            objects.staged.insert(name, len);
+                        } else if !cache.adopt(&name, &path, len) {
+                            remove_staged(&path);
+                        }
+                    }
+                    _ => {
+                        objects.staged.insert(name.clone(), len);
+                        objects.queue.push_back(Task::Upload { name, len });
+                    }
+                }
+            }
+        }
+        let shared = Arc::new(Shared {
+            staging,
+            staging_root: staging_root.to_path_buf(),
+            remote,
+            cache,
+            lease,
+            faults,
+            objects: Mutex::new(objects),
+            wake: Condvar::new(),
+            clock: Instant::now(),
+            stays_staged,
+        });
+        let worker = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("skein-upload".into())
+                .spawn(move || shared.work())
+                .map_err(|e| Error::io("spawn the upload thread", e))?
+        };
+        Ok(BucketStore {
+            shared,
+            worker: Mutex::new(Some(worker)),
+        })
+    }
+
+    /// Waits until every staged object is uploaded, or `timeout` passes.
+    /// True when none is left.
+    pub fn wait_uploaded(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut o = self.shared.objects.lock();
+        loop {
+            if o.queue.is_empty() {
+                return true;
+            }
+            if self.shared.wake.wait_until(&mut o, deadline).timed_out() {
+                return o.queue.is_empty();
+            }
+        }
+    }
+}
+
+impl Drop for BucketStore {
+    fn drop(&mut self) {
+        self.shared.objects.lock().stop = true;
+        self.shared.wake.notify_all();
+        if let Some(t) = self.worker.lock().take() {
+            let _ = t.join();
+        }
+        self.shared.lease.release();
+    }
+}
+
+fn remove_staged(path: &Path) {
+    if let Err(e) = fs::remove_file(path)
+        && e.kind() != io::ErrorKind::NotFound
+    {
+        tracing::warn!("cannot remove {}: {e}", path.display());
+    }
+}
+
+impl Shared {
+    /// The upload thread: runs the queue front to back, renews the lease.
+    fn work(&self) {
+        let mut backoff = Duration::from_millis(100);
+        let mut retry_at = Instant::now();
+        let mut next_renew = Instant::now() + RENEW_EVERY;
+        let mut lost: Option<String> = None;
+        loop {
+            if Instant::now() >= next_renew {
+                next_renew = Instant::now() + RENEW_EVERY;
+                match self.lease.renew() {
+                    Ok(()) => {}
+                    Err(RenewError::Lost(holder)) => {
+                        let msg = format!(
+                            "the lease on {} was taken by {holder}: another skein writes this prefix; uploads stopped (objects stay on local disk)",
+                            self.remote.url()
+                        );
+                        tracing::error!("{msg}");
+                        self.faults.fail(FaultKind::Upload, msg.clone());
+                        lost = Some(msg);
+                    }
+                    Err(RenewError::Failed(e)) => {
+                        self.faults
+                            .fail(FaultKind::Upload, format!("cannot renew the lease: {e}"));
+                    }
+                }
+            }
+            let task = {
+                let mut o = self.objects.lock();
+                if o.stop {
+                    return;
+                }
+                let ready = lost.is_none() && !o.queue.is_empty() && Instant::now() >= retry_at;
+                if !ready {
+                    let until = if o.queue.is_empty() || lost.is_some() {
+                        next_renew
+                    } else {
+                        next_renew.min(retry_at)
+                    };
+                    self.wake.wait_until(&mut o, until);
+                    continue;
+                }
+                o.queue.front().cloned()
+            };
+            let Some(task) = task else { continue };
+            let result = self.run(&task);
+            let mut o = self.objects.lock();
+            let at_front = o.queue.front() == Some(&task);
+            match result {
+                Ok(()) => {
+                    if at_front {
+                        o.queue.pop_front();
+                    }
+                    if let Task::Delete { name } = &task
+                        && !o.queue.iter().any(|t| t.name() == name)
+                    {
+                        o.removed.remove(name);
+                    }
+                    o.uploads += matches!(task, Task::Upload { .. }) as u64;
+                    backoff = Duration::from_millis(100);
+                    if lost.is_none() {
+                        self.faults.clear(FaultKind::Upload);
+                    }
+                }
+                Err(e) => {
+                    o.failures += 1;
+                    if at_front {
+                        o.queue.pop_front();
+                        // A removed object's upload is dropped (its delete is
+                        // queued); anything else goes to the back, so one
+                        // failing object does not hold up the others.
+                        if !(matches!(task, Task::Upload { .. }) && o.removed.contains(task.name())) {
+                            o.queue.push_back(task.clone());
+                        }
+                    }
+                    let (n, bytes) = o.pending();
+                    let msg = format!("{e}; {n} objects ({bytes} bytes) wait on local disk to be uploaded");
+                    tracing::warn!("{msg}");
+                    self.faults.fail(FaultKind::Upload, msg);
+                    retry_at = Instant::now() + backoff;
+                    backoff = (backoff * 2).min(Duration::from_secs(30));
+                }
+            }
+            drop(o);
+            self.wake.notify_all();
+        }
+    }
+
+    fn run(&self, task: &Task) -> Result<()> {
+        match task {
+            Task::Delete { name } => {
+                self.remote.delete(name)?;
+                self.objects.lock().remote.remove(name);
+                Ok(())
+            }
+            Task::Upload { name, len } => {
+                let path = self.staging_root.join(name);
+                match self.remote.upload_file(name, &path, *len) {
+                    Ok(()) => {}
+                    // Uploaded before a crash or a timeout that hid the
+                    // answer: the same bytes. Anything else there is stale
+                    // (a sidecar rebuilt since): ours replaces it.
+                    Err(PutError::Exists) => {
+                        if self.remote.size(name)? != Some(*len) {
+                            let bytes =
+                                fs::read(&path).map_err(|e| Error::io(format!("read {}", path.display()), e))?;
+                            self.remote
+                                .put(name, Bytes::from(bytes), object_store::PutMode::Overwrite)
+                                .map_err(PutError::into_error)?;
+                        }
+                    }
+                    Err(e) => return Err(e.into_error()),
+                }
+                let mut o = self.objects.lock();
+                if o.removed.contains(name) {
+                    return Ok(());
+                }
+                o.remote.insert(name.clone(), *len);
+                if !(self.stays_staged)(name) {
+                    o.staged.remove(name);
+                    if !self.cache.adopt(name, &path, *len) {
+                        remove_staged(&path);
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl PartStore for BucketStore {
+    fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        let o = self.shared.objects.lock();
+        let dir = format!("{prefix}/");
+        let mut names: Vec<String> = o
+            .remote
+            .keys()
+            .chain(o.staged.keys())
+            .filter(|n| n.starts_with(&dir))
+            .cloned()
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    fn create(&self, name: &str) -> Result<Box<dyn ObjectSink>> {
+        Ok(Box::new(StagedSink {
+            inner: Some(self.shared.staging.create(name)?),
+            name: name.to_string(),
+            shared: self.shared.clone(),
+        }))
+    }
+
+    fn open(&self, name: &str) -> Result<Arc<dyn ObjectSource>> {
+        let s = &self.shared;
+        let o = s.objects.lock();
+        let (len, resident) = if let Some(&len) = o.staged.get(name) {
+            let path = s.staging_root.join(name);
+            let r = s.cache.resident(name, Some(&path));
+            (len, r.map_err(|e| Error::io(format!("open {}", path.display()), e))?)
+        } else if let Some(&len) = o.remote.get(name) {
+            let r = s.cache.resident(name, None);
+            (
+                len,
+                r.map_err(|e| Error::io(format!("open the cached copy of {}", s.remote.describe(name)), e))?,
+            )
+        } else {
+            return Err(Error::io(
+                format!("open {}", s.remote.describe(name)),
+                io::Error::new(io::ErrorKind::NotFound, "no such object"),
+            ));
+        };
+        Ok(Arc::new(BucketObject {
+            name: name.to_string(),
+            len,
+            resident,
+            mapped: false,
+            last_touch: Default::default(),
+            shared: s.clone(),
+        }))
+    }
+
+    fn remove(&self, name: &str) -> Result<()> {
+        let s = &self.shared;
+        let mut o = s.objects.lock();
+        if o.staged.remove(name).is_some() {
+            s.staging.remove(name)?;
+        }
+        o.queue
+            .retain(|t| !matches!(t, Task::Upload { name: n, .. } if n == name));
+        o.removed.insert(name.to_string());
+        o.queue.push_back(Task::Delete { name: name.to_string() });
+        s.cache.forget(name);
+        drop(o);
+        s.wake.notify_all();
+        Ok(())
+    }
+
+    fn size(&self, prefix: &str) -> Result<u64> {
+        let o = self.shared.objects.lock();
+        let dir = format!("{prefix}/");
+        let mut total = 0;
+        for (name, len) in o
+            .remote
+            .iter()
+            .chain(o.staged.iter().filter(|(n, _)| !o.remote.contains_key(*n)))
+        {
+            if name.starts_with(&dir) {
+                total += len;
+            }
+        }
+        Ok(total)
+    }
+
+    fn describe(&self, name: &str) -> String {
+        if self.shared.objects.lock().staged.contains_key(name) {
+            self.shared.staging.describe(name)
+        } else {
+            self.shared.remote.describe(name)
+        }
+    }
+
+    fn object_storage_stats(&self) -> Option<ObjectStorageStats> {
+        let s = &self.shared;
+        let o = s.objects.lock();
+        let (pending, pending_bytes) = o.pending();
+        Some(ObjectStorageStats {
+            url: s.remote.url().to_string(),
+            pending_uploads: pending,
+            pending_upload_bytes: pending_bytes,
+            uploads: o.uploads,
+            upload_failures: o.failures,
+            remote_objects: o.remote.len() as u64,
+            remote_bytes: o.remote.values().sum(),
+            requests: s.remote.request_stats(),
+            cache: s.cache.stats(),
+        })
+    }
+
+    fn wait_uploaded(&self, timeout: Duration) -> bool {
+        BucketStore::wait_uploaded(self, timeout)
+    }
+}
+
+/// A staged object being written: committed as [`LocalStore`] commits,
+/// then queued for upload.
+struct StagedSink {
+    inner: Option<Box<dyn ObjectSink>>,
+    name: String,
+    shared: Arc<Shared>,
+}
+
+impl Write for StagedSink {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match &mut self.inner {
+            Some(w) => w.write(buf),
+            None => Err(io::Error::other("write after commit")),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match &mut self.inner {
+            Some(w) => w.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl ObjectSink for StagedSink {
+    fn commit(mut self: Box<Self>) -> Result<()> {
+        let Some(inner) = self.inner.take() else {
+            return Ok(());
+        };
+        inner.commit()?;
+        let path = self.shared.staging_root.join(&self.name);
+        let len = fs::metadata(&path)
+            .map_err(|e| Error::io(format!("stat {}", path.display()), e))?
+            .len();
+        let mut o = self.shared.objects.lock();
+        o.removed.remove(&self.name);
+        o.staged.insert(self.name.clone(), len);
+        // A name written again (a rebuilt sidecar): its older copy in the
+        // cache is stale.
+        self.shared.cache.forget(&self.name);
+        o.queue.push_back(Task::Upload {
+            name: self.name.clone(),
+            len,
+        });
+        drop(o);
+        self.shared.wake.notify_all();
+        Ok(())
+    }
+}
+
+/// One object of a bucket store, read from its local copy while there is
+/// one and from the bucket (through the block cache) after.
+struct BucketObject {
+    name: String,
+    len: u64,
+    resident: Option<Arc<Resident>>,
+    /// Point reads: the local copy mapped into memory.
+    mapped: bool,
+    last_touch: std::sync::atomic::AtomicU64,
+    shared: Arc<Shared>,
+}
+
+impl BucketObject {
+    /// Marks the cached whole copy used, for the LRU order: at most once a
+    /// second, so reads do not queue on the cache's lock.
+    fn touch(&self) {
+        let now = self.shared.clock.elapsed().as_secs() + 1;
+        if self.last_touch.swap(now, std::sync::atomic::Ordering::Relaxed) != now {
+            self.shared.cache.touch_whole(&self.name);
+        }
+    }
+
+    fn block(&self, n: u64, offset: u64, len: usize) -> io::Result<Bytes> {
+        let s = &self.shared;
+        if let Some(b) = s.cache.read_block(&self.name, n, offset, len) {
+            return Ok(b);
+        }
+        let start = n * BLOCK;
+        let block = s
+            .remote
+            .get_range(&self.name, start..start + block_len(self.len, n))
+            .map_err(io::Error::other)?;
+        s.cache.insert_block(&self.name, n, &block);
+        Ok(block.slice(offset as usize..offset as usize + len))
+    }
+}
+
+impl ObjectSource for BucketObject {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_at(&self, offset: u64, len: usize) -> io::Result<Bytes> {
+        if let Some(src) = self.resident.as_ref().and_then(|r| r.source(self.mapped)) {
+            self.touch();
+            return src.read_at(offset, len);
+        }
+        let end = offset
+            .checked_add(len as u64)
+            .filter(|&e| e <= self.len)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end of an object"))?;
+        if len == 0 {
+            return Ok(Bytes::new());
+        }
+        let (first, last) = (offset / BLOCK, (end - 1) / BLOCK);
+        if first == last {
+            return self.block(first, offset - first * BLOCK, len);
+        }
+        let mut out = BytesMut::with_capacity(len);
+        for n in first..=last {
+            let from = offset.max(n * BLOCK);
+            let to = end.min((n + 1) * BLOCK);
+            out.extend_from_slice(&self.block(n, from - n * BLOCK, (to - from) as usize)?);
+        }
+        Ok(out.freeze())
+    }
+
+    fn for_point_reads(&self) -> io::Result<Option<Arc<dyn ObjectSource>>> {
+        let Some(r) = &self.resident else {
+            return Ok(None);
+        };
+        r.map();
+        Ok(Some(Arc::new(BucketObject {
+            name: self.name.clone(),
+            len: self.len,
+            resident: Some(r.clone()),
+            mapped: true,
+            last_touch: Default::default(),
+            shared: self.shared.clone(),
+        })))
+    }
+}

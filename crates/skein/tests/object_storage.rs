@@ -1,0 +1,477 @@
+//! Parts on object storage, against a real S3 API: `moto_server` (PyPI
+//! `moto[server]`, installed by test.sh), started on loopback by each test,
+//! reached through a proxy the test can cut to stage an outage.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{Server, free_port};
+use prost::Message;
+use serde_json::Value;
+use skein_model::corpus::Corpus;
+use skein_model::otlp::spans_to_otlp;
+
+/// A moto S3 server on a free loopback port, stopped on drop.
+struct Moto {
+    child: Child,
+    port: u16,
+}
+
+impl Moto {
+    fn start() -> Moto {
+        let port = free_port();
+        let child = Command::new("moto_server")
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("moto_server is missing: ./test.sh installs it (pip install 'moto[server]')");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "moto_server did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Moto { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn create_bucket(&self, bucket: &str) {
+        let r = reqwest::blocking::Client::new()
+            .put(format!("{}/{bucket}", self.url()))
+            .send()
+            .unwrap();
+        assert!(r.status().is_success(), "create bucket: {}", r.status());
+    }
+
+    /// Every object under `prefix`, read back whole through boto3 (a client
+    /// of the S3 API nobody here wrote): key, listed size, bytes read, and
+    /// whether it begins and ends as a Parquet file does.
+    fn objects(&self, bucket: &str, prefix: &str) -> Vec<S3Object> {
+        let script = r#"
+import json, sys, boto3
+s3 = boto3.client("s3", endpoint_url=sys.argv[1], aws_access_key_id="test",
+                  aws_secret_access_key="test", region_name="us-east-1")
+out = []
+for page in s3.get_paginator("list_objects_v2").paginate(Bucket=sys.argv[2], Prefix=sys.argv[3]):
+    for o in page.get("Contents", []):
+        body = s3.get_object(Bucket=sys.argv[2], Key=o["Key"])["Body"].read()
+        out.append({"key": o["Key"], "size": o["Size"], "read": len(body),
+                    "parquet": body[:4] == b"PAR1" and body[-4:] == b"PAR1"})
+print(json.dumps(out))
+"#;
+        let out = Command::new("python3")
+            .args(["-c", script, &self.url(), bucket, prefix])
+            .output()
+            .expect("python3 with boto3 (installed with moto by test.sh)");
+        assert!(out.status.success(), "boto3: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+#[derive(serde::Deserialize, Debug)]
+struct S3Object {
+    key: String,
+    size: u64,
+    read: u64,
+    parquet: bool,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const UP: u8 = 0;
+/// Connections are accepted and closed at once: requests fail fast.
+const DOWN: u8 = 1;
+/// Connections are accepted and never answered: requests hang.
+const STALLED: u8 = 2;
+
+/// A TCP proxy in front of moto whose link can be cut.
+struct Proxy {
+    port: u16,
+    mode: Arc<AtomicU8>,
+}
+
+impl Proxy {
+    fn start(target: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mode = Arc::new(AtomicU8::new(UP));
+        let m = mode.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(client) = conn else { continue };
+                match m.load(Ordering::SeqCst) {
+                    DOWN => drop(client),
+                    STALLED => {
+                        let m = m.clone();
+                        std::thread::spawn(move || {
+                            while m.load(Ordering::SeqCst) == STALLED {
+                                std::thread::sleep(Duration::from_millis(50));
+                            }
+                            drop(client);
+                        });
+                    }
+                    _ => {
+                        let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                            continue;
+                        };
+                        pipe(client, server, m.clone());
+                    }
+                }
+            }
+        });
+        Proxy { port, mode }
+    }
+
+    fn set(&self, mode: u8) {
+        self.mode.store(mode, Ordering::SeqCst);
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+/// Copies both ways until either side closes or the link is cut.
+fn pipe(a: TcpStream, b: TcpStream, mode: Arc<AtomicU8>) {
+    for (mut from, mut to) in [
+        (a.try_clone().unwrap(), b.try_clone().unwrap()),
+        (b.try_clone().unwrap(), a.try_clone().unwrap()),
+    ] {
+        let mode = mode.clone();
+        from.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 64 << 10];
+            loop {
+                if mode.load(Ordering::SeqCst) != UP {
+                    break;
+                }
+                match from.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        if to.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                    Err(_) => break,
+                }
+            }
+            let _ = to.shutdown(std::net::Shutdown::Both);
+            let _ = from.shutdown(std::net::Shutdown::Both);
+        });
+    }
+}
+
+const BUCKET: &str = "skein-test";
+
+fn storage_flags(endpoint: &str, prefix: &str, extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "--storage",
+        &format!("s3://{BUCKET}/{prefix}"),
+        "--s3-endpoint",
+        endpoint,
+        "--s3-allow-http",
+        "--s3-region",
+        "us-east-1",
+        "--s3-access-key-id",
+        "test",
+        "--s3-secret-access-key",
+        "test",
+        "--hot-max-age",
+        "500ms",
+        "--shutdown-timeout",
+        "20",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+fn start(data: &Path, flags: &[String]) -> Server {
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    Server::start(data, &flags)
+}
+
+fn corpus() -> Corpus {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    Corpus::with_shape(1_000_000, 10, 6, 10, now)
+}
+
+/// Sends traces `range` with a prompt stored as a payload.
+fn ingest(s: &Server, c: &Corpus, range: std::ops::Range<u64>) {
+    let mut spans = c.spans(range);
+    for (i, sp) in spans.iter_mut().enumerate() {
+        sp.attributes.push(skein_model::KeyValue::new(
+            "gen_ai.system_instructions",
+            format!("You are agent {} of the object storage test. ", i % 4).repeat(12),
+        ));
+    }
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{}/v1/traces", s.otlp_http))
+        .header("content-type", "application/x-protobuf")
+        .body(spans_to_otlp(&spans).encode_to_vec())
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "ingest: {}", r.status());
+}
+
+/// Every (trace, span) id stored, paging through search.
+fn stored_ids(s: &Server) -> BTreeSet<(String, String)> {
+    let mut out = BTreeSet::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut path = "/api/v1/spans?limit=5000".to_string();
+        if let Some(c) = &cursor {
+            path.push_str(&format!("&cursor={c}"));
+        }
+        let v = s.get_json(&path);
+        for sp in v["spans"].as_array().unwrap() {
+            out.insert((
+                sp["trace_id"].as_str().unwrap().to_string(),
+                sp["span_id"].as_str().unwrap().to_string(),
+            ));
+        }
+        match v["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => return out,
+        }
+    }
+}
+
+/// The answers a restart must reproduce exactly.
+fn answers(s: &Server, c: &Corpus, traces: u64) -> Vec<Value> {
+    // A fixed window (the corpus's day), so rates compare across restarts.
+    let start = c.spans(0..1)[0].start_time_unix_nano;
+    let window = format!(
+        "since={}&until={}",
+        start - 3_600_000_000_000,
+        start + 86_400_000_000_000
+    );
+    let mut out = vec![s.get_json(&format!("/api/v1/services?{window}"))];
+    for t in [0, traces / 2, traces - 1] {
+        let id = c.spans(t..t + 1)[0].trace_id.to_hex();
+        let mut trace = s.get_json(&format!("/api/v1/traces/{id}?payloads=inline"));
+        trace.as_object_mut().unwrap().remove("explain");
+        out.push(trace);
+    }
+    out
+}
+
+fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn object_stats(s: &Server) -> Value {
+    s.get_json("/api/v1/stats")["object_storage"].clone()
+}
+
+fn uploaded(s: &Server) -> bool {
+    let st = object_stats(s);
+    st["pending_uploads"] == 0 && st["remote_objects"].as_u64().unwrap_or(0) > 0
+}
+
+#[test]
+fn parts_live_in_the_bucket_and_a_restart_without_local_copies_serves_everything() {
+    let moto = Moto::start();
+    moto.create_bucket(BUCKET);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let flags = storage_flags(&moto.url(), "team/prod", &[]);
+    let mut s = start(&data, &flags);
+    let c = corpus();
+    for b in 0..4 {
+        ingest(&s, &c, b * 50..(b + 1) * 50);
+    }
+    let ids = stored_ids(&s);
+    assert_eq!(ids.len(), 2000);
+    let want = answers(&s, &c, 200);
+    s.stop();
+
+    // Spans, their sidecars and the payload packs are in the bucket, each
+    // object whole (a Parquet file begins and ends with its magic).
+    let objects = moto.objects(BUCKET, "team/prod/");
+    let parquet: Vec<_> = objects.iter().filter(|o| o.key.ends_with(".parquet")).collect();
+    assert!(!parquet.is_empty(), "no parts in the bucket: {objects:?}");
+    assert!(
+        objects.iter().any(|o| o.key.starts_with("team/prod/payloads/")),
+        "{objects:?}"
+    );
+    assert!(objects.iter().any(|o| o.key.ends_with(".idx")), "{objects:?}");
+    for o in &objects {
+        assert_eq!(o.read, o.size, "{o:?}");
+    }
+    for o in &parquet {
+        assert!(o.parquet, "{o:?} is not whole");
+    }
+    assert!(
+        !objects.iter().any(|o| o.key.ends_with("lease.json")),
+        "a clean stop gives the lease up"
+    );
+
+    // Only the WAL is left locally; with no cache at all every read is a
+    // range request to the bucket.
+    std::fs::remove_dir_all(data.join("cache")).unwrap();
+    std::fs::remove_dir_all(data.join("parts")).unwrap();
+    let flags = storage_flags(&moto.url(), "team/prod", &["--cache-size", "0"]);
+    let mut s = start(&data, &flags);
+    assert_eq!(stored_ids(&s), ids);
+    assert!(answers(&s, &c, 200) == want, "the answers differ after the restart");
+    let st = object_stats(&s);
+    assert!(st["get_requests"].as_u64().unwrap() > 0, "{st}");
+    assert_eq!(st["cache_bytes"], 0, "{st}");
+    s.stop();
+
+    // With a cache, the second reading of the same answers is served from it.
+    let flags = storage_flags(&moto.url(), "team/prod", &["--cache-size", "64MiB"]);
+    let s = start(&data, &flags);
+    assert!(answers(&s, &c, 200) == want, "the answers differ after the restart");
+    let before = object_stats(&s)["get_requests"].as_u64().unwrap();
+    assert!(answers(&s, &c, 200) == want, "the answers differ after the restart");
+    let st = object_stats(&s);
+    assert_eq!(
+        st["get_requests"].as_u64().unwrap(),
+        before,
+        "warm reads went to the bucket: {st}"
+    );
+    assert!(st["cache_hits"].as_u64().unwrap() > 0, "{st}");
+}
+
+#[test]
+fn a_second_writer_on_the_same_prefix_is_refused() {
+    let moto = Moto::start();
+    moto.create_bucket(BUCKET);
+    let dir = tempfile::tempdir().unwrap();
+    let flags = storage_flags(&moto.url(), "shared", &[]);
+    let _first = start(&dir.path().join("a"), &flags);
+    let out = Command::new(common::bin())
+        .arg("serve")
+        .args(["--data-dir", dir.path().join("b").to_str().unwrap()])
+        .args(["--otlp-grpc-addr", &format!("127.0.0.1:{}", free_port())])
+        .args(["--otlp-http-addr", &format!("127.0.0.1:{}", free_port())])
+        .args(["--api-addr", &format!("127.0.0.1:{}", free_port())])
+        .args(&flags)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is written by another skein") && err.contains("s3://skein-test/shared"),
+        "{err}"
+    );
+
+    // A missing bucket or an unreachable endpoint also refuses to start, saying so.
+    for (endpoint, bucket_url, needle) in [
+        (moto.url(), "s3://no-such-bucket/x", "no-such-bucket"),
+        (
+            format!("http://127.0.0.1:{}", free_port()),
+            "s3://skein-test/x",
+            "object storage",
+        ),
+    ] {
+        let mut flags = storage_flags(&endpoint, "x", &[]);
+        flags[1] = bucket_url.to_string();
+        let out = Command::new(common::bin())
+            .arg("serve")
+            .args(["--data-dir", dir.path().join("c").to_str().unwrap()])
+            .args(["--otlp-grpc-addr", &format!("127.0.0.1:{}", free_port())])
+            .args(["--otlp-http-addr", &format!("127.0.0.1:{}", free_port())])
+            .args(["--api-addr", &format!("127.0.0.1:{}", free_port())])
+            .args(&flags)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{bucket_url} at {endpoint}: {err}");
+    }
+}
+
+#[test]
+fn an_outage_of_the_bucket_keeps_ingest_going_and_loses_nothing() {
+    let moto = Moto::start();
+    moto.create_bucket(BUCKET);
+    let proxy = Proxy::start(moto.port);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let flags = storage_flags(&proxy.endpoint(), "p", &[]);
+    let mut s = start(&data, &flags);
+    let c = corpus();
+    ingest(&s, &c, 0..50);
+    wait_for("the first parts to upload", Duration::from_secs(60), || uploaded(&s));
+
+    proxy.set(DOWN);
+    ingest(&s, &c, 50..100);
+    wait_for("an upload fault", Duration::from_secs(60), || {
+        let r = s.get_json("/readyz");
+        r["status"] == "degraded" && r["message"].as_str().unwrap_or("").contains("upload")
+    });
+    // Writes and reads go on through the outage.
+    ingest(&s, &c, 100..150);
+    wait_for("all spans to be searchable", Duration::from_secs(30), || {
+        stored_ids(&s).len() == 1500
+    });
+    let metrics = reqwest::blocking::get(format!("{}/metrics", s.api))
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("skein_engine_failures_total{kind=\"upload\"}") && !l.ends_with(" 0")),
+        "upload failures are counted in /metrics"
+    );
+    assert!(object_stats(&s)["pending_uploads"].as_u64().unwrap() > 0);
+
+    // The bucket comes back: the backlog goes up and the fault clears.
+    proxy.set(UP);
+    wait_for("the backlog to upload", Duration::from_secs(90), || uploaded(&s));
+    wait_for("the fault to clear", Duration::from_secs(30), || {
+        s.get_json("/readyz")["status"] == "ready"
+    });
+    let ids = stored_ids(&s);
+    assert_eq!(ids.len(), 1500);
+
+    // SIGKILL while uploads hang: nothing acknowledged is lost, no object is torn.
+    ingest(&s, &c, 150..200);
+    proxy.set(STALLED);
+    std::thread::sleep(Duration::from_millis(1500));
+    s.kill();
+    proxy.set(UP);
+    s.restart();
+    wait_for("uploads after the restart", Duration::from_secs(90), || uploaded(&s));
+    assert_eq!(stored_ids(&s).len(), 2000);
+    for o in moto.objects(BUCKET, "p/") {
+        assert_eq!(o.read, o.size, "{o:?}");
+        assert!(o.parquet || !o.key.ends_with(".parquet"), "{o:?} is torn");
+    }
+    s.stop();
+    // And everything is in the bucket: a restart with no local copies agrees.
+    std::fs::remove_dir_all(data.join("cache")).unwrap();
+    std::fs::remove_dir_all(data.join("parts")).unwrap();
+    let s = start(&data, &flags);
+    assert_eq!(stored_ids(&s).len(), 2000);
+}
