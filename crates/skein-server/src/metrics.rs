@@ -307,6 +307,64 @@ impl Metrics {
                 "Point-read pages read from disk and decompressed.",
                 s.page_cache.misses as f64,
             );
+            if let Some(os) = &s.object_storage {
+                let g: [(&str, &str, u64); 3] = [
+                    (
+                        "skein_object_storage_pending_uploads",
+                        "Objects staged on local disk that the bucket does not hold yet.",
+                        os.pending_uploads,
+                    ),
+                    (
+                        "skein_object_storage_pending_upload_bytes",
+                        "Bytes staged on local disk waiting for upload.",
+                        os.pending_upload_bytes,
+                    ),
+                    (
+                        "skein_object_storage_cache_bytes",
+                        "Bytes in the local cache of the bucket (whole objects and blocks).",
+                        os.cache.cache_bytes,
+                    ),
+                ];
+                for (name, help, v) in g {
+                    gauge(&mut out, name, help, v as f64);
+                }
+                let c: [(&str, &str, u64); 7] = [
+                    ("skein_object_storage_uploads_total", "Objects uploaded.", os.uploads),
+                    (
+                        "skein_object_storage_upload_failures_total",
+                        "Failed uploads and deletions (each retried).",
+                        os.upload_failures,
+                    ),
+                    (
+                        "skein_object_storage_get_requests_total",
+                        "Range and whole-object reads sent to the bucket.",
+                        os.requests.get_requests,
+                    ),
+                    (
+                        "skein_object_storage_fetched_bytes_total",
+                        "Bytes read from the bucket.",
+                        os.requests.bytes_fetched,
+                    ),
+                    (
+                        "skein_object_storage_uploaded_bytes_total",
+                        "Bytes written to the bucket.",
+                        os.requests.bytes_uploaded,
+                    ),
+                    (
+                        "skein_object_storage_cache_hits_total",
+                        "Block reads served by the local cache.",
+                        os.cache.cache_hits,
+                    ),
+                    (
+                        "skein_object_storage_cache_misses_total",
+                        "Block reads that went to the bucket.",
+                        os.cache.cache_misses,
+                    ),
+                ];
+                for (name, help, v) in c {
+                    counter(&mut out, name, help, v as f64);
+                }
+            }
             // Every kind is listed, 0 when healthy, so an alert on `== 1`
             // (or on `increase(...) > 0`) needs no `absent()` companion.
             let _ = writeln!(

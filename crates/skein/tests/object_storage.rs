@@ -79,6 +79,31 @@ print(json.dumps(out))
     }
 }
 
+/// Spans per service in the bucket's span parts, counted by ClickHouse's
+/// `s3()` table function.
+fn clickhouse_span_counts(moto: &Moto, prefix: &str) -> Vec<(String, u64)> {
+    let script = r#"
+import json, sys, chdb
+url = f"{sys.argv[1]}/{sys.argv[2]}/{sys.argv[3]}/spans/*.parquet"
+q = f"SELECT service_name, count() AS n FROM s3('{url}', 'test', 'test', 'Parquet') GROUP BY service_name ORDER BY service_name"
+print(json.dumps([[r["service_name"], r["n"]] for r in json.loads(str(chdb.query(q, "JSON")))["data"]]))
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script, &moto.url(), BUCKET, prefix])
+        .output()
+        .expect("python3 with chdb (installed by test.sh)");
+    assert!(out.status.success(), "chdb: {}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<(String, Value)> = serde_json::from_slice(&out.stdout).unwrap();
+    rows.into_iter()
+        .map(|(s, n)| {
+            (
+                s,
+                n.as_u64().or_else(|| n.as_str().and_then(|v| v.parse().ok())).unwrap(),
+            )
+        })
+        .collect()
+}
+
 #[derive(serde::Deserialize, Debug)]
 struct S3Object {
     key: String,
@@ -333,6 +358,19 @@ fn parts_live_in_the_bucket_and_a_restart_without_local_copies_serves_everything
         "a clean stop gives the lease up"
     );
 
+    // The bucket is open data: ClickHouse (chdb, in process) reads the span
+    // parts straight from the S3 API and counts what Skein stores.
+    let by_service = clickhouse_span_counts(&moto, "team/prod");
+    let total: u64 = by_service.iter().map(|(_, n)| n).sum();
+    assert_eq!(total, 2000, "ClickHouse counts {by_service:?}");
+    let services = want[0]["services"].as_array().unwrap();
+    assert_eq!(by_service.len(), services.len());
+    for svc in services {
+        let name = svc["service"].as_str().unwrap();
+        let n = by_service.iter().find(|(s, _)| s == name).map(|(_, n)| *n);
+        assert_eq!(n, svc["spans"].as_u64(), "{name}");
+    }
+
     // Only the WAL is left locally; with no cache at all every read is a
     // range request to the bucket.
     std::fs::remove_dir_all(data.join("cache")).unwrap();
@@ -445,6 +483,23 @@ fn an_outage_of_the_bucket_keeps_ingest_going_and_loses_nothing() {
         "upload failures are counted in /metrics"
     );
     assert!(object_stats(&s)["pending_uploads"].as_u64().unwrap() > 0);
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("skein_object_storage_pending_uploads ") && !l.ends_with(" 0")),
+        "the backlog shows in /metrics"
+    );
+    let status = Command::new(common::bin())
+        .args(["status", "--format", "table"])
+        .env("SKEIN_SERVER", &s.api)
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains("degraded"), "{status}");
+    assert!(
+        status.contains("storage: s3://skein-test/p") && status.contains("waiting to upload"),
+        "{status}"
+    );
 
     // The bucket comes back: the backlog goes up and the fault clears.
     proxy.set(UP);

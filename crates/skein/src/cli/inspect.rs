@@ -85,6 +85,31 @@ const STATUS_KEYS: &[(&str, &str)] = &[
     ("data_dir", "DATA DIR"),
 ];
 
+/// One line on parts kept in a bucket: where, what waits to go up, the cache.
+fn object_storage_line(os: &Value) -> String {
+    let n = |k: &str| os.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64);
+    let lookups = n("cache_hits") + n("cache_misses");
+    let hit_ratio = if lookups == 0 {
+        "no block reads yet".to_string()
+    } else {
+        format!(
+            "{:.0}% of block reads hit",
+            100.0 * n("cache_hits") as f64 / lookups as f64
+        )
+    };
+    format!(
+        "storage: {} · {} objects ({}) in the bucket · {} waiting to upload ({}) · cache {} of {}, {hit_ratio}",
+        os.get("url").and_then(Value::as_str).unwrap_or("?"),
+        n("remote_objects"),
+        mib(n("remote_bytes")),
+        n("pending_uploads"),
+        mib(n("pending_upload_bytes")),
+        mib(n("cache_bytes")),
+        mib(n("cache_capacity_bytes")),
+    )
+}
+
 /// `skein status`: readiness (`/readyz`) and the stats (`/api/v1/stats`)
 /// in one object. Exit 0 when ready, 4 when the server answers but is not
 /// (starting, shutting down, faulted), 3 when it does not answer.
@@ -140,6 +165,9 @@ pub fn status(ctx: &Ctx) -> CliResult<Exit> {
             keys
         };
         write_stdout(&key_values(&v, &keys))?;
+        if let Some(os) = v.get("object_storage").filter(|o| o.is_object()) {
+            write_stdout(&object_storage_line(os))?;
+        }
         if let Some(faults) = v.get("faults").and_then(Value::as_array).filter(|f| !f.is_empty()) {
             write_stdout(&fault_lines(faults))?;
         } else if let Some(m) = v.get("message").and_then(Value::as_str) {
