@@ -13,6 +13,7 @@ mod mcp_mode;
 mod report;
 mod server;
 mod stats;
+mod storage_mode;
 mod text_mode;
 mod ui_mode;
 
@@ -53,6 +54,10 @@ enum Mode {
     /// The web UI's render time per view in headless Chromium over the
     /// agent corpus (1M spans by default).
     Ui(ui_mode::UiArgs),
+    /// Local disk against object storage (moto_server's S3 API on
+    /// loopback): ingest, trace by id cold and warm, an attribute filter,
+    /// services; bucket requests and bytes per query, cache hit ratio.
+    Storage(storage_mode::StorageArgs),
     /// (Internal) the engine's memory probe, run by `engine` as a child.
     #[command(hide = true)]
     EngineMemory(engine_mode::MemoryArgs),
@@ -70,6 +75,7 @@ fn main() -> ExitCode {
         Mode::Text(a) => text_mode::run(a),
         Mode::Mcp(a) => mcp_mode::run(a),
         Mode::Ui(a) => ui_mode::run(a),
+        Mode::Storage(a) => storage_mode::run(a),
         Mode::EngineMemory(a) => engine_mode::memory(a),
     };
     match r {

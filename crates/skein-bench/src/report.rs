@@ -647,6 +647,48 @@ fn render_mcp(v: &Value) -> String {
     s
 }
 
+/// The BENCHMARKS.md section of a `storage` run.
+fn render_storage(v: &Value) -> String {
+    let p = &v["params"];
+    let (l, r) = (&v["results"]["local"], &v["results"]["s3"]);
+    let mut s = format!(
+        "## Local disk against object storage (`skein-bench storage`)\n\n{}- {} spans of the canonical corpus into each side over OTLP/HTTP; then a stop (flush, and for S3 the uploads) and a restart. S3 is {}, cache {}; its cold run starts with the cache and staged copies deleted, so every object is read from the bucket. Each query reads parts only; every answer is checked.\n\n",
+        machine(&v["machine"]),
+        p["spans"],
+        f(&p["s3"], 0),
+        f(&p["cache_size"], 0),
+    );
+    s.push_str("| | local disk | S3 |\n|---|---:|---:|\n");
+    s.push_str(&format!(
+        "| ingest (spans/s) | {} | {} |\n| stop: flush (+ upload) (s) | {} | {} |\n",
+        f(&l["ingest_spans_per_sec"], 0),
+        f(&r["ingest_spans_per_sec"], 0),
+        f(&l["stop_seconds"], 2),
+        f(&r["stop_seconds"], 2)
+    ));
+    for (key, name) in [
+        ("trace_by_id_cold", "trace by id, cold"),
+        ("trace_by_id_warm", "trace by id, warm"),
+        ("attribute_filter", "attribute filter (limit 100)"),
+        ("services", "services"),
+    ] {
+        s.push_str(&format!(
+            "| {name}: p50 ms | {} | {} |\n| {name}: bucket GETs / bytes per query | – | {} / {} |\n",
+            f(&l[key]["latency"]["p50_ms"], 3),
+            f(&r[key]["latency"]["p50_ms"], 3),
+            f(&r[key]["bucket_gets_per_query"], 2),
+            f(&r[key]["bucket_bytes_per_query"], 0),
+        ));
+    }
+    s.push_str(&format!(
+        "| cache hit ratio (block reads) | – | {} |\n| bytes: parts / bucket | {} | {} |\n\n",
+        f(&r["cache_hit_ratio"], 3),
+        f(&l["part_bytes"], 0),
+        f(&r["bucket_bytes"], 0)
+    ));
+    s
+}
+
 /// The BENCHMARKS.md section of a `ui` run.
 fn render_ui(v: &Value) -> String {
     let p = &v["params"];
@@ -705,6 +747,9 @@ pub fn render(all: &Map<String, Value>) -> String {
     }
     if let Some(v) = all.get("ui") {
         s.push_str(&render_ui(v));
+    }
+    if let Some(v) = all.get("storage") {
+        s.push_str(&render_storage(v));
     }
     if let Some(v) = all.get("ladder") {
         s.push_str(&render_ladder(v));

@@ -26,19 +26,27 @@ fn free_port() -> Result<u16, String> {
 
 impl SkeinProcess {
     pub fn start(bin: &Path, extra: &[String]) -> Result<SkeinProcess, String> {
+        let tmp = tempfile::Builder::new()
+            .prefix("skein-bench-")
+            .tempdir()
+            .map_err(|e| format!("temp dir: {e}"))?;
+        let data_dir = tmp.path().join("data");
+        let mut p = SkeinProcess::start_at(bin, &data_dir, extra)?;
+        p._tmp = Some(tmp);
+        Ok(p)
+    }
+
+    /// Starts on `data_dir` (kept after the process: restarts reuse it).
+    pub fn start_at(bin: &Path, data_dir: &Path, extra: &[String]) -> Result<SkeinProcess, String> {
         if !bin.exists() {
             return Err(format!(
                 "skein binary {} not found: build it first (cargo build --release -p skein) or pass --skein-bin",
                 bin.display()
             ));
         }
-        let tmp = tempfile::Builder::new()
-            .prefix("skein-bench-")
-            .tempdir()
-            .map_err(|e| format!("temp dir: {e}"))?;
-        let data_dir = tmp.path().join("data");
+        let data_dir = data_dir.to_path_buf();
         let (g, h, a) = (free_port()?, free_port()?, free_port()?);
-        let log = std::fs::File::create(tmp.path().join("server.log")).map_err(|e| e.to_string())?;
+        let log = std::fs::File::create(data_dir.with_extension("log")).map_err(|e| e.to_string())?;
         let child = Command::new(bin)
             .arg("serve")
             .arg("--data-dir")
@@ -58,7 +66,7 @@ impl SkeinProcess {
             otlp_http: format!("http://127.0.0.1:{h}"),
             grpc: format!("http://127.0.0.1:{g}"),
             data_dir,
-            _tmp: Some(tmp),
+            _tmp: None,
         };
         p.wait_ready()?;
         Ok(p)
