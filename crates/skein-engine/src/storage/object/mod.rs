@@ -10,6 +10,8 @@
 //!    *`) or, for big objects, a multipart upload completed after its last
 //!    part: the bucket shows the whole object or nothing, never a torn one.
 //!    A failed upload is retried with backoff and the object stays staged,
+//!    ahead of everything queued after it (a merge's deletion of its inputs
+//!    never reaches the bucket before its output),
 //!    so an outage of the bucket loses nothing; it shows as an `upload`
 //!    fault (degraded, writes go on).
 //! 3. Uploaded: the staged file is renamed into the cache (readers that have
@@ -323,14 +325,13 @@ impl Shared {
                 }
                 Err(e) => {
                     o.failures += 1;
-                    if at_front {
+                    // The task stays at the front: tasks run in the order
+                    // they were queued, so a merge's deletion of its inputs
+                    // never reaches the bucket before the upload of its
+                    // output. A removed object's upload is dropped (its
+                    // deletion is queued behind it).
+                    if at_front && matches!(task, Task::Upload { .. }) && o.removed.contains(task.name()) {
                         o.queue.pop_front();
-                        // A removed object's upload is dropped (its delete is
-                        // queued); anything else goes to the back, so one
-                        // failing object does not hold up the others.
-                        if !(matches!(task, Task::Upload { .. }) && o.removed.contains(task.name())) {
-                            o.queue.push_back(task.clone());
-                        }
                     }
                     let (n, bytes) = o.pending();
                     let msg = format!("{e}; {n} objects ({bytes} bytes) wait on local disk to be uploaded");
