@@ -14,6 +14,12 @@ step "test dependencies"
 # A test whose client is missing fails (none skips), and set -e stops the
 # run here when an install fails.
 python3 -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+# strace records the server's system calls in the durability proof
+# (crates/skein/tests/durability.rs: every ack follows its fsync).
+if ! command -v strace >/dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends strace >/dev/null
+fi
 # Headless Chromium for the web UI's browser test (crates/skein/tests/ui.rs),
 # driven by playwright-core from tests/conformance/package.json.
 if [ ! -x /usr/bin/chromium ]; then
