@@ -650,42 +650,47 @@ fn render_mcp(v: &Value) -> String {
 /// The BENCHMARKS.md section of a `storage` run.
 fn render_storage(v: &Value) -> String {
     let p = &v["params"];
-    let (l, r) = (&v["results"]["local"], &v["results"]["s3"]);
+    let r = &v["results"];
+    let sides = [&r["local"], &r["s3"], &r["s3_uncached"]];
     let mut s = format!(
-        "## Local disk against object storage (`skein-bench storage`)\n\n{}- {} spans of the canonical corpus into each side over OTLP/HTTP; then a stop (flush, and for S3 the uploads) and a restart. S3 is {}, cache {}; its cold run starts with the cache and staged copies deleted, so every object is read from the bucket. Each query reads parts only; every answer is checked.\n\n",
+        "## Local disk against object storage (`skein-bench storage`)\n\n{}- {} spans of the canonical corpus into each side over OTLP/HTTP; then a stop (flush, and for S3 the uploads) and a restart. S3 is {}. The S3 sides restart with their cache and staged copies deleted, so every object is read from the bucket: with a cache ({}), the first pass over the traces (cold) fills it and the second (warm) reads it; without one (`--cache-size 0`) every read past the resident indexes is a range request. Queries read parts only; every answer is checked.\n\n",
         machine(&v["machine"]),
         p["spans"],
         f(&p["s3"], 0),
         f(&p["cache_size"], 0),
     );
-    s.push_str("| | local disk | S3 |\n|---|---:|---:|\n");
-    s.push_str(&format!(
-        "| ingest (spans/s) | {} | {} |\n| stop: flush (+ upload) (s) | {} | {} |\n",
-        f(&l["ingest_spans_per_sec"], 0),
-        f(&r["ingest_spans_per_sec"], 0),
-        f(&l["stop_seconds"], 2),
-        f(&r["stop_seconds"], 2)
-    ));
+    let row = |name: &str, cell: &dyn Fn(&Value) -> String| {
+        let cells: Vec<String> = sides
+            .iter()
+            .map(|x| if x.is_null() { "–".into() } else { cell(x) })
+            .collect();
+        format!("| {name} | {} |\n", cells.join(" | "))
+    };
+    s.push_str("| | local disk | S3, cached | S3, no cache |\n|---|---:|---:|---:|\n");
+    s.push_str(&row("ingest (spans/s)", &|x| f(&x["ingest_spans_per_sec"], 0)));
+    s.push_str(&row("stop: flush (+ upload) (s)", &|x| f(&x["stop_seconds"], 2)));
     for (key, name) in [
-        ("trace_by_id_cold", "trace by id, cold"),
-        ("trace_by_id_warm", "trace by id, warm"),
+        ("trace_by_id_cold", "trace by id, first pass"),
+        ("trace_by_id_warm", "trace by id, second pass"),
         ("attribute_filter", "attribute filter (limit 100)"),
         ("services", "services"),
     ] {
-        s.push_str(&format!(
-            "| {name}: p50 ms | {} | {} |\n| {name}: bucket GETs / bytes per query | – | {} / {} |\n",
-            f(&l[key]["latency"]["p50_ms"], 3),
-            f(&r[key]["latency"]["p50_ms"], 3),
-            f(&r[key]["bucket_gets_per_query"], 2),
-            f(&r[key]["bucket_bytes_per_query"], 0),
-        ));
+        s.push_str(&row(&format!("{name}: p50 ms"), &|x| {
+            f(&x[key]["latency"]["p50_ms"], 3)
+        }));
+        s.push_str(&row(&format!("{name}: bucket GETs / KiB per query"), &|x| {
+            format!(
+                "{} / {:.1}",
+                f(&x[key]["bucket_gets_per_query"], 2),
+                x[key]["bucket_bytes_per_query"].as_f64().unwrap_or(0.0) / 1024.0
+            )
+        }));
     }
-    s.push_str(&format!(
-        "| cache hit ratio (block reads) | – | {} |\n| bytes: parts / bucket | {} | {} |\n\n",
-        f(&r["cache_hit_ratio"], 3),
-        f(&l["part_bytes"], 0),
-        f(&r["bucket_bytes"], 0)
-    ));
+    s.push_str(&row("cache hit ratio (block reads)", &|x| f(&x["cache_hit_ratio"], 3)));
+    s.push_str(&row("bytes: parts / in the bucket", &|x| {
+        format!("{} / {}", f(&x["part_bytes"], 0), f(&x["bucket_bytes"], 0))
+    }));
+    s.push('\n');
     s
 }
 

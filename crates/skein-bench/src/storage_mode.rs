@@ -4,7 +4,9 @@
 //! page cache filled), and cold (object storage: a restart with the cache
 //! and staged copies deleted, so the first reading of each trace goes to
 //! the bucket), with the bucket requests and bytes each query cost and the
-//! cache's hit ratio. Every answer is checked.
+//! cache's hit ratio; and once more with no cache at all (`--cache-size
+//! 0`), where every read past the resident indexes is a range request.
+//! Every answer is checked.
 
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -227,8 +229,12 @@ pub fn run(args: &StorageArgs) -> Result<(), String> {
     let local = side(args, &corpus, &[], false)?;
     println!("object storage (moto_server on loopback)…");
     let remote = side(args, &corpus, &s3_flags(moto.port), true)?;
+    println!("object storage without a cache…");
+    let mut flags = s3_flags(moto.port);
+    flags.extend(["--cache-size".to_string(), "0".to_string()]);
+    let uncached = side(args, &corpus, &flags, true)?;
     drop(moto);
-    for (name, v) in [("local", &local), ("s3", &remote)] {
+    for (name, v) in [("local", &local), ("s3", &remote), ("s3 without cache", &uncached)] {
         println!(
             "{name}: ingest {:.0} spans/s, trace by id cold p50 {} ms, warm p50 {} ms",
             v["ingest_spans_per_sec"].as_f64().unwrap_or(0.0),
@@ -239,7 +245,7 @@ pub fn run(args: &StorageArgs) -> Result<(), String> {
     let result = json!({
         "machine": machine.finish(),
         "params": {"spans": args.spans, "lookups": args.lookups, "s3": "moto_server on loopback", "cache_size": "1GiB (default)"},
-        "results": {"local": local, "s3": remote},
+        "results": {"local": local, "s3": remote, "s3_uncached": uncached},
     });
     crate::report::write(&args.out, "storage", result)
 }
