@@ -85,10 +85,10 @@ impl Drop for Moto {
     }
 }
 
-fn s3_flags(port: u16) -> Vec<String> {
+fn s3_flags(port: u16, prefix: &str) -> Vec<String> {
     [
         "--storage",
-        &format!("s3://{BUCKET}/bench"),
+        &format!("s3://{BUCKET}/{prefix}"),
         "--s3-endpoint",
         &format!("http://127.0.0.1:{port}"),
         "--s3-allow-http",
@@ -228,9 +228,9 @@ pub fn run(args: &StorageArgs) -> Result<(), String> {
     println!("local disk…");
     let local = side(args, &corpus, &[], false)?;
     println!("object storage (moto_server on loopback)…");
-    let remote = side(args, &corpus, &s3_flags(moto.port), true)?;
+    let remote = side(args, &corpus, &s3_flags(moto.port, "cached"), true)?;
     println!("object storage without a cache…");
-    let mut flags = s3_flags(moto.port);
+    let mut flags = s3_flags(moto.port, "uncached");
     flags.extend(["--cache-size".to_string(), "0".to_string()]);
     let uncached = side(args, &corpus, &flags, true)?;
     drop(moto);

@@ -29,6 +29,10 @@
 //! deletes like any other a crash left behind (a replaced part, an orphan
 //! sidecar).
 //!
+//! A removed object leaves the bucket once no reader has it open (a query
+//! that took the list of parts before a merge replaced them still reads
+//! them, as it could a deleted local file it has open).
+//!
 //! # One writer
 //! A lease object in the bucket ([`lease`]) refuses a second process that
 //! would write the same prefix.
@@ -112,6 +116,13 @@ struct Objects {
     queue: VecDeque<Task>,
     /// Removed while an upload of theirs may be running.
     removed: HashSet<String>,
+    /// Open sources per object. A removed object is deleted from the bucket
+    /// only once none is left: a query that took its list of parts before a
+    /// merge replaced them still reads them, as it could a deleted local
+    /// file it has open.
+    open: HashMap<String, usize>,
+    /// Removed objects waiting for their last reader to let go.
+    delete_when_closed: HashSet<String>,
     stop: bool,
     uploads: u64,
     failures: u64,
@@ -163,7 +174,20 @@ impl BucketStore {
         faults: Arc<Faults>,
         stays_staged: StaysStaged,
     ) -> Result<BucketStore> {
-        let remote = Arc::new(Remote::connect(&opts.remote)?);
+        let remote = Remote::connect(&opts.remote)?;
+        BucketStore::open_on(remote, staging_root, prefixes, opts, holder_id, faults, stays_staged)
+    }
+
+    fn open_on(
+        remote: Remote,
+        staging_root: &Path,
+        prefixes: &[&str],
+        opts: &ObjectStorageOptions,
+        holder_id: &str,
+        faults: Arc<Faults>,
+        stays_staged: StaysStaged,
+    ) -> Result<BucketStore> {
+        let remote = Arc::new(remote);
         // The first request: a missing bucket, bad credentials or an
         // unreachable endpoint stop the start here, with the reason.
         let listed = remote.list()?;
@@ -396,7 +420,7 @@ impl PartStore for BucketStore {
             .remote
             .keys()
             .chain(o.staged.keys())
-            .filter(|n| n.starts_with(&dir))
+            .filter(|n| n.starts_with(&dir) && !o.removed.contains(*n))
             .cloned()
             .collect::<HashSet<_>>()
             .into_iter()
@@ -420,7 +444,7 @@ impl PartStore for BucketStore {
             let path = s.staging_root.join(name);
             let r = s.cache.resident(name, Some(&path));
             (len, r.map_err(|e| Error::io(format!("open {}", path.display()), e))?)
-        } else if let Some(&len) = o.remote.get(name) {
+        } else if let Some(&len) = o.remote.get(name).filter(|_| !o.removed.contains(name)) {
             let r = s.cache.resident(name, None);
             (
                 len,
@@ -432,14 +456,14 @@ impl PartStore for BucketStore {
                 io::Error::new(io::ErrorKind::NotFound, "no such object"),
             ));
         };
-        Ok(Arc::new(BucketObject {
-            name: name.to_string(),
+        drop(o);
+        Ok(Arc::new(BucketObject::new(
+            name.to_string(),
             len,
             resident,
-            mapped: false,
-            last_touch: Default::default(),
-            shared: s.clone(),
-        }))
+            false,
+            s.clone(),
+        )))
     }
 
     fn remove(&self, name: &str) -> Result<()> {
@@ -451,7 +475,11 @@ impl PartStore for BucketStore {
         o.queue
             .retain(|t| !matches!(t, Task::Upload { name: n, .. } if n == name));
         o.removed.insert(name.to_string());
-        o.queue.push_back(Task::Delete { name: name.to_string() });
+        if o.open.get(name).copied().unwrap_or(0) > 0 {
+            o.delete_when_closed.insert(name.to_string());
+        } else {
+            o.queue.push_back(Task::Delete { name: name.to_string() });
+        }
         s.cache.forget(name);
         drop(o);
         s.wake.notify_all();
@@ -467,7 +495,7 @@ impl PartStore for BucketStore {
             .iter()
             .chain(o.staged.iter().filter(|(n, _)| !o.remote.contains_key(*n)))
         {
-            if name.starts_with(&dir) {
+            if name.starts_with(&dir) && !o.removed.contains(name) {
                 total += len;
             }
         }
@@ -539,6 +567,7 @@ impl ObjectSink for StagedSink {
             .len();
         let mut o = self.shared.objects.lock();
         o.removed.remove(&self.name);
+        o.delete_when_closed.remove(&self.name);
         o.staged.insert(self.name.clone(), len);
         // A name written again (a rebuilt sidecar): its older copy in the
         // cache is stale.
@@ -566,6 +595,18 @@ struct BucketObject {
 }
 
 impl BucketObject {
+    fn new(name: String, len: u64, resident: Option<Arc<Resident>>, mapped: bool, shared: Arc<Shared>) -> Self {
+        *shared.objects.lock().open.entry(name.clone()).or_default() += 1;
+        BucketObject {
+            name,
+            len,
+            resident,
+            mapped,
+            last_touch: Default::default(),
+            shared,
+        }
+    }
+
     /// Marks the cached whole copy used, for the LRU order: at most once a
     /// second, so reads do not queue on the cache's lock.
     fn touch(&self) {
@@ -587,6 +628,26 @@ impl BucketObject {
             .map_err(io::Error::other)?;
         s.cache.insert_block(&self.name, n, &block);
         Ok(block.slice(offset as usize..offset as usize + len))
+    }
+}
+
+impl Drop for BucketObject {
+    fn drop(&mut self) {
+        let mut o = self.shared.objects.lock();
+        let left = o.open.get_mut(&self.name).map(|n| {
+            *n -= 1;
+            *n
+        });
+        if left == Some(0) {
+            o.open.remove(&self.name);
+            if o.delete_when_closed.remove(&self.name) {
+                o.queue.push_back(Task::Delete {
+                    name: self.name.clone(),
+                });
+                drop(o);
+                self.shared.wake.notify_all();
+            }
+        }
     }
 }
 
@@ -625,13 +686,97 @@ impl ObjectSource for BucketObject {
             return Ok(None);
         };
         r.map();
-        Ok(Some(Arc::new(BucketObject {
-            name: self.name.clone(),
-            len: self.len,
-            resident: Some(r.clone()),
-            mapped: true,
-            last_touch: Default::default(),
-            shared: self.shared.clone(),
-        })))
+        Ok(Some(Arc::new(BucketObject::new(
+            self.name.clone(),
+            self.len,
+            Some(r.clone()),
+            true,
+            self.shared.clone(),
+        ))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(dir: &Path, bucket: Arc<object_store::memory::InMemory>, cache_bytes: u64) -> BucketStore {
+        let remote = Remote::over(bucket, "memory://test", "p".into()).unwrap();
+        let opts = ObjectStorageOptions {
+            remote: RemoteConfig::default(),
+            cache_dir: dir.join("cache"),
+            cache_bytes,
+        };
+        BucketStore::open_on(
+            remote,
+            &dir.join("parts"),
+            &["spans"],
+            &opts,
+            "me",
+            Arc::new(Faults::default()),
+            |n| n.ends_with(".txt"),
+        )
+        .unwrap()
+    }
+
+    fn in_bucket(s: &BucketStore, name: &str) -> bool {
+        s.shared.remote.size(name).unwrap().is_some()
+    }
+
+    #[test]
+    fn a_removed_object_leaves_the_bucket_only_when_its_last_reader_lets_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let bucket = Arc::new(object_store::memory::InMemory::new());
+        // No cache: once uploaded, reads go to the bucket.
+        let s = store(dir.path(), bucket, 0);
+        let data: Vec<u8> = (0..3 * BLOCK as usize + 17).map(|i| (i % 251) as u8).collect();
+        s.put("spans/a.parquet", &data).unwrap();
+        assert!(s.wait_uploaded(Duration::from_secs(10)));
+        assert!(in_bucket(&s, "spans/a.parquet"));
+        let reader = s.open("spans/a.parquet").unwrap();
+        assert_eq!(
+            reader.read_at(BLOCK - 3, 10).unwrap(),
+            Bytes::copy_from_slice(&data[BLOCK as usize - 3..][..10])
+        );
+
+        // A merge replaces it while a query still reads it.
+        s.remove("spans/a.parquet").unwrap();
+        assert!(s.list("spans").unwrap().is_empty());
+        assert!(s.wait_uploaded(Duration::from_secs(10)));
+        assert!(in_bucket(&s, "spans/a.parquet"), "deleted under an open reader");
+        assert_eq!(&reader.read_at(0, data.len()).unwrap()[..], &data[..]);
+
+        drop(reader);
+        assert!(s.wait_uploaded(Duration::from_secs(10)));
+        assert!(!in_bucket(&s, "spans/a.parquet"), "deleted once nobody reads it");
+    }
+
+    #[test]
+    fn staged_objects_the_bucket_lacks_go_up_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let bucket = Arc::new(object_store::memory::InMemory::new());
+        // A part committed locally by a process that died before uploading it.
+        let staging = LocalStore::open(&dir.path().join("parts"), &["spans"]).unwrap();
+        staging.put("spans/b.parquet", b"PAR1 whole PAR1").unwrap();
+        staging.put("spans/b.txt", b"text index").unwrap();
+        drop(staging);
+        let s = store(dir.path(), bucket.clone(), 1 << 20);
+        assert!(s.wait_uploaded(Duration::from_secs(10)));
+        assert_eq!(&s.get("spans/b.parquet").unwrap()[..], b"PAR1 whole PAR1");
+        assert!(in_bucket(&s, "spans/b.parquet") && in_bucket(&s, "spans/b.txt"));
+        // Uploaded: the part moved into the cache, the text index stays staged.
+        assert!(!dir.path().join("parts/spans/b.parquet").exists());
+        assert!(dir.path().join("cache/objects/spans/b.parquet").exists());
+        assert!(dir.path().join("parts/spans/b.txt").exists());
+        drop(s);
+
+        // With no local copies at all, everything is read from the bucket.
+        std::fs::remove_dir_all(dir.path().join("parts")).unwrap();
+        std::fs::remove_dir_all(dir.path().join("cache")).unwrap();
+        let s = store(dir.path(), bucket, 1 << 20);
+        assert_eq!(s.list("spans").unwrap(), vec!["spans/b.parquet", "spans/b.txt"]);
+        assert_eq!(&s.get("spans/b.txt").unwrap()[..], b"text index");
+        let st = s.object_storage_stats().unwrap();
+        assert!(st.requests.get_requests > 0 && st.pending_uploads == 0, "{st:?}");
     }
 }

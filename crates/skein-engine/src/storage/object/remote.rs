@@ -74,6 +74,11 @@ const MULTIPART_CHUNK: usize = 16 << 20;
 impl Remote {
     pub fn connect(cfg: &RemoteConfig) -> Result<Remote> {
         let (store, prefix) = build_store(cfg)?;
+        Remote::over(store, cfg.url.trim_end_matches('/'), prefix)
+    }
+
+    /// A remote over any `object_store` (tests use the in-memory one).
+    pub fn over(store: Arc<dyn ObjectStore>, url: &str, prefix: String) -> Result<Remote> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("skein-object-io")
@@ -82,7 +87,7 @@ impl Remote {
             .map_err(|e| Error::io("start the object storage runtime", e))?;
         Ok(Remote {
             store,
-            url: cfg.url.trim_end_matches('/').to_string(),
+            url: url.to_string(),
             prefix,
             runtime: Some(runtime),
             counters: RemoteCounters::default(),
