@@ -662,7 +662,13 @@ fn render_storage(v: &Value) -> String {
     let row = |name: &str, cell: &dyn Fn(&Value) -> String| {
         let cells: Vec<String> = sides
             .iter()
-            .map(|x| if x.is_null() { "–".into() } else { cell(x) })
+            .map(|x| {
+                if x.is_null() {
+                    "–".into()
+                } else {
+                    cell(x).replace("null", "–")
+                }
+            })
             .collect();
         format!("| {name} | {} |\n", cells.join(" | "))
     };

@@ -274,6 +274,11 @@ impl Cache {
         }
     }
 
+    /// Whether a fetched block can be kept at all.
+    pub fn keeps_blocks(&self) -> bool {
+        self.capacity >= BLOCK + TRAILER as u64
+    }
+
     /// Keeps a fetched block. A failure to write it only costs a later fetch.
     pub fn insert_block(&self, name: &str, n: u64, block: &[u8]) {
         let bytes = (block.len() + TRAILER) as u64;

@@ -668,6 +668,15 @@ impl ObjectSource for BucketObject {
         if len == 0 {
             return Ok(Bytes::new());
         }
+        if !self.shared.cache.keeps_blocks() {
+            // No cache to fill: fetch just what was asked, not whole blocks
+            // (a point read of a few pages would otherwise cost megabytes).
+            return self
+                .shared
+                .remote
+                .get_range(&self.name, offset..end)
+                .map_err(io::Error::other);
+        }
         let (first, last) = (offset / BLOCK, (end - 1) / BLOCK);
         if first == last {
             return self.block(first, offset - first * BLOCK, len);
