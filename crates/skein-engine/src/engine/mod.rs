@@ -50,6 +50,7 @@
 mod compact;
 mod gc;
 mod recovery;
+mod retention;
 pub mod tier;
 // Time series for the web UI's charts.
 mod timeline;
@@ -65,6 +66,7 @@ use serde::Serialize;
 use skein_model::{LogRecord, MetricPoint, Span, TraceId};
 
 pub use compact::CompactionOptions;
+pub use retention::{Clock, MinFreeDisk, OnDiskFull, Retention, RetentionReport, RetentionStats};
 use tier::{Frozen, State, Stored, Tier};
 
 use crate::codec;
@@ -116,6 +118,17 @@ pub struct EngineOptions {
     /// Prices of LLM calls (costs are computed when asked, so a corrected
     /// price applies to data already stored). Default: the built-in table.
     pub pricing: Arc<skein_model::genai::Pricing>,
+    /// How long each signal is kept (see `retention`). Default: for ever.
+    pub retention: Retention,
+    /// How often retention runs in the background. Default 1 min.
+    pub retention_interval: Duration,
+    /// Below this much free space ingest is refused. Default: 5% of the
+    /// filesystem or 1 GiB, whichever is smaller.
+    pub min_free_disk: MinFreeDisk,
+    /// What else happens below `min_free_disk`. Default: only refuse.
+    pub on_disk_full: OnDiskFull,
+    /// The wall clock retention measures age by.
+    pub clock: Clock,
 }
 
 impl EngineOptions {
@@ -135,6 +148,11 @@ impl EngineOptions {
             page_cache_bytes: 32 << 20,
             full_text: true,
             pricing: Arc::new(skein_model::genai::Pricing::built_in()),
+            retention: Retention::default(),
+            retention_interval: Duration::from_secs(60),
+            min_free_disk: MinFreeDisk::Auto,
+            on_disk_full: OnDiskFull::Refuse,
+            clock: Clock::system(),
         }
     }
 }
@@ -198,8 +216,11 @@ pub struct EngineStats {
     pub durability: String,
     /// Faults in force (see [`Engine::faults`]); empty when healthy.
     pub faults: Vec<Fault>,
-    /// Failures ever, by fault kind (`wal`, `flush`, `compaction`).
+    /// Failures ever, by fault kind (`wal`, `flush`, `compaction`,
+    /// `payload`, `retention`, `gc`, `disk`).
     pub failures: std::collections::BTreeMap<String, u64>,
+    /// Retention, eviction and free space.
+    pub retention: RetentionStats,
 }
 
 pub(crate) struct Inner {
@@ -237,6 +258,14 @@ pub(crate) struct Inner {
     pub(crate) shadow_cache: crate::query::shadow::ShadowCache,
     page_cache: Arc<PageCache>,
     compacting: AtomicBool,
+    retention_counters: retention::RetentionCounters,
+    /// Wakes the retention thread early (the disk filled, under `evict`).
+    retention_wake: Mutex<bool>,
+    retention_cv: Condvar,
+    /// Free bytes when a WAL write last ran out of space (0: none since
+    /// the last write that fit): the `disk` fault lasts until there is
+    /// more than this.
+    disk_full_at: AtomicU64,
 }
 
 /// An open Skein data directory.
@@ -297,6 +326,18 @@ impl Engine {
                 })
                 .map_err(|e| Error::io("spawn compaction thread", e))?,
         );
+        if !self.inner.opts.retention.is_forever() || self.inner.opts.on_disk_full == OnDiskFull::Evict {
+            let inner = self.inner.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("skein-retention".into())
+                    .spawn(move || {
+                        lower_thread_priority();
+                        inner.retention_loop()
+                    })
+                    .map_err(|e| Error::io("spawn retention thread", e))?,
+            );
+        }
         Ok(())
     }
 
@@ -323,11 +364,23 @@ impl Engine {
         self.inner.state.read().clone()
     }
 
+    /// `w` narrowed to the records of `s` that are not expired: every
+    /// query the engine answers goes through here (or, taking no window,
+    /// filters by [`floor`](Inner::floor)), and every query path re-checks
+    /// each record against its window, so an expired record is never
+    /// answered, whether or not a retention round removed it yet.
+    fn live(&self, s: Signal, w: Window) -> Window {
+        // A window wholly past the line is empty, never reversed.
+        w.starting_by(self.inner.floor(s).min(w.end))
+    }
+
     /// Every span of a trace, across the hot tier and parts.
     pub fn get_trace(&self, trace_id: TraceId) -> Result<TraceResult> {
         let sources = self.state().sources::<Span>();
         let mut explain = Explain::new(Signal::Spans);
         let mut spans = search::trace_records(&sources, trace_id.as_u128(), &mut explain)?;
+        let floor = self.inner.floor(Signal::Spans);
+        spans.retain(|s| s.start_time_unix_nano >= floor);
         spans.sort_by_key(|s| (s.start_time_unix_nano, s.span_id));
         Ok(TraceResult { spans, explain })
     }
@@ -344,6 +397,8 @@ impl Engine {
         let sources = self.state().sources::<LogRecord>();
         let mut explain = Explain::new(Signal::Logs);
         let mut logs = search::trace_records(&sources, trace_id.as_u128(), &mut explain)?;
+        let floor = self.inner.floor(Signal::Logs);
+        logs.retain(|l| crate::record::Record::time(&**l) >= floor);
         logs.sort_by_key(|l| l.effective_time());
         Ok(logs)
     }
@@ -363,11 +418,14 @@ impl Engine {
 
     pub fn search_spans(&self, q: &SpanQuery) -> Result<SearchResult<Span>> {
         let state = self.state();
-        if q.text.is_none() || q.payload_text.is_some() {
-            return search::search(&state.sources::<Span>(), q);
-        }
+        let window = self.live(Signal::Spans, q.window);
+        let payload_text = match (&q.text, &q.payload_text) {
+            (Some(_), None) => Some(self.payload_reader(&state)),
+            _ => None,
+        };
         let q = SpanQuery {
-            payload_text: Some(self.payload_reader(&state)),
+            window,
+            payload_text: payload_text.or_else(|| q.payload_text.clone()),
             ..q.clone()
         };
         search::search(&state.sources::<Span>(), &q)
@@ -375,12 +433,16 @@ impl Engine {
 
     pub fn search_logs(&self, q: &LogQuery) -> Result<SearchResult<LogRecord>> {
         let state = self.state();
-        if (q.body_contains.is_none() && q.text.is_none()) || q.payload_text.is_some() {
-            return search::search(&state.sources::<LogRecord>(), q);
-        }
+        let window = self.live(Signal::Logs, q.window);
         // A value stored as a payload is searched in its own text.
+        let wants_text = q.body_contains.is_some() || q.text.is_some();
+        let payload_text = match (wants_text, &q.payload_text) {
+            (true, None) => Some(self.payload_reader(&state)),
+            _ => None,
+        };
         let q = LogQuery {
-            payload_text: Some(self.payload_reader(&state)),
+            window,
+            payload_text: payload_text.or_else(|| q.payload_text.clone()),
             ..q.clone()
         };
         search::search(&state.sources::<LogRecord>(), &q)
@@ -402,16 +464,22 @@ impl Engine {
     }
 
     pub fn search_metrics(&self, q: &MetricQuery) -> Result<SearchResult<MetricPoint>> {
-        search::search(&self.state().sources::<MetricPoint>(), q)
+        let q = MetricQuery {
+            window: self.live(Signal::Metrics, q.window),
+            ..q.clone()
+        };
+        search::search(&self.state().sources::<MetricPoint>(), &q)
     }
 
     pub fn services(&self, w: Window) -> Result<(Vec<ServiceSummary>, Explain)> {
+        let w = self.live(Signal::Spans, w);
         let mut ex = Explain::new(Signal::Spans);
         let r = aggregate::services(&self.state().sources::<Span>(), w, &self.inner.shadow_cache, &mut ex)?;
         Ok((r, ex))
     }
 
     pub fn operations(&self, service: Option<&str>, w: Window) -> Result<(Vec<OperationSummary>, Explain)> {
+        let w = self.live(Signal::Spans, w);
         let mut ex = Explain::new(Signal::Spans);
         let r = aggregate::operations(
             &self.state().sources::<Span>(),
@@ -431,6 +499,7 @@ impl Engine {
             &st.sources::<LogRecord>(),
             &st.sources::<MetricPoint>(),
             w,
+            Signal::ALL.map(|s| self.inner.floor(s)),
             service,
             &self.inner.shadow_cache,
             &mut ex,
@@ -443,10 +512,20 @@ impl Engine {
     pub fn diagnose(&self, req: &DiagnoseRequest) -> Result<(Diagnosis, Explain)> {
         let st = self.state();
         let mut ex = Explain::new(Signal::Spans);
+        // One window for spans and logs: from the later of their floors,
+        // rounded up to a whole minute, since the change search counts
+        // whole minutes (per-minute statistics).
+        let floor = self.inner.floor(Signal::Spans).max(self.inner.floor(Signal::Logs));
+        let minute = 60_000_000_000;
+        let floor = floor.div_ceil(minute).saturating_mul(minute);
+        let req = DiagnoseRequest {
+            window: req.window.starting_by(floor.min(req.window.end)),
+            ..req.clone()
+        };
         let r = diagnose::diagnose(
             &st.sources::<Span>(),
             &st.sources::<LogRecord>(),
-            req,
+            &req,
             &self.inner.shadow_cache,
             &mut ex,
         )?;
@@ -467,6 +546,7 @@ impl Engine {
         } else {
             None
         };
+        let w = self.live(Signal::Spans, w);
         let mut ex = Explain::new(Signal::Spans);
         let r = llm::usage(
             &self.state().sources::<Span>(),
@@ -482,6 +562,7 @@ impl Engine {
 
     /// Tool executions in `w` by tool.
     pub fn llm_tools(&self, w: Window) -> Result<(Vec<llm::ToolSummary>, Explain)> {
+        let w = self.live(Signal::Spans, w);
         let mut ex = Explain::new(Signal::Spans);
         let r = llm::tools(&self.state().sources::<Span>(), w, &self.inner.shadow_cache, &mut ex)?;
         Ok((r, ex))
@@ -495,6 +576,7 @@ impl Engine {
             ),
             None => None,
         };
+        let w = self.live(Signal::Spans, w);
         let mut ex = Explain::new(Signal::Spans);
         let r = llm::sessions(
             &self.state().sources::<Span>(),
@@ -511,6 +593,7 @@ impl Engine {
     /// One session: its summary, traces, and each model and tool call in
     /// time order; `None` if no span in `w` carries the id.
     pub fn session(&self, id: &str, w: Window) -> Result<Option<llm::SessionDetail>> {
+        let w = self.live(Signal::Spans, w);
         let mut ex = Explain::new(Signal::Spans);
         llm::session(
             &self.state().sources::<Span>(),
@@ -590,7 +673,17 @@ impl Engine {
     /// after merges). A failure is a compaction fault.
     pub fn collect_payload_garbage(&self) -> Result<payload::GcReport> {
         self.inner
-            .tracked(FaultKind::Compaction, || self.inner.collect_payload_garbage())
+            .tracked(FaultKind::Gc, || self.inner.collect_payload_garbage())
+    }
+
+    /// Runs a retention round now, synchronously (the retention thread
+    /// runs one every `retention_interval`): drops and rewrites expired
+    /// parts, kills expired hot rows, evicts under `OnDiskFull::Evict`,
+    /// and collects the payloads left unreferenced. A failure is a
+    /// retention fault until a round succeeds.
+    pub fn enforce_retention(&self) -> Result<RetentionReport> {
+        self.inner
+            .tracked(FaultKind::Retention, || self.inner.enforce_retention())
     }
 
     /// Merges parts until no more merges apply, synchronously. A failure is
@@ -685,6 +778,9 @@ impl Inner {
             return Err(Error::Closed);
         }
         let mut report = IngestReport::default();
+        // Expired on arrival: refused, so the log and the hot tier never
+        // hold what no query may answer.
+        let floor = self.floor(R::SIGNAL);
         // Filtered in place: moving every record into a new vector copied
         // each one once more on the way to the hot tier.
         let mut i = 0;
@@ -692,7 +788,17 @@ impl Inner {
             let index = i;
             i += 1;
             crate::validate::Normalize::normalize(r);
-            let Err(e) = r.validate(&self.opts.limits) else {
+            let checked = match r.validate(&self.opts.limits) {
+                Err(e) => Err(e.to_string()),
+                Ok(()) if r.time() < floor => Err(format!(
+                    "its time {} is older than the retention of {} ({})",
+                    r.time(),
+                    R::SIGNAL.as_str(),
+                    self.opts.retention
+                )),
+                Ok(()) => Ok(()),
+            };
+            let Err(e) = checked else {
                 return true;
             };
             report.rejected += 1;
@@ -707,6 +813,8 @@ impl Inner {
         if accepted.is_empty() {
             return Ok(report);
         }
+        // Refused before anything is written when the disk is nearly full.
+        self.check_disk()?;
         self.wait_for_room()?;
         let n = accepted.len();
         let _payloads_stay = self.payload_gate.read();
@@ -726,11 +834,21 @@ impl Inner {
                     gate,
                 ))
             })
-            .inspect_err(|e| {
-                if let Error::WalFailed { reason } = e {
-                    self.faults.fail(FaultKind::Wal, reason.clone());
+            .inspect_err(|e| match e {
+                Error::WalFailed { reason } => self.faults.fail(FaultKind::Wal, reason.clone()),
+                // Undone by the log; over once there is more space, or
+                // the next write fits.
+                Error::DiskFull { reason } => {
+                    let free = retention::disk_space(&self.opts.data_dir).map_or(0, |(free, _)| free);
+                    self.disk_full_at.store(free.max(1), Ordering::Relaxed);
+                    self.faults.fail(FaultKind::Disk, reason.clone());
                 }
+                _ => {}
             })?;
+            if self.disk_full_at.load(Ordering::Relaxed) != 0 {
+                self.disk_full_at.store(0, Ordering::Relaxed);
+                self.faults.clear(FaultKind::Disk);
+            }
             let active = self.state.read().active.clone();
             if !blobs.is_empty() {
                 let mut hot = active.payloads.write();
@@ -949,6 +1067,11 @@ impl Inner {
     }
 
     fn faults(&self) -> Vec<Fault> {
+        // A full disk heals by itself: look again, so the fault ends when
+        // space returns even if no write comes to find out.
+        if self.faults.get(FaultKind::Disk).is_some() && self.disk_recovered() {
+            self.faults.clear(FaultKind::Disk);
+        }
         let mut faults = self.faults.current();
         // The WAL can fail outside ingest (the interval-mode ticker, a
         // rotation): ask it too.
@@ -987,15 +1110,16 @@ impl Inner {
         while !self.stop.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(500));
             let idle = self.last_ingest.lock().elapsed() >= self.opts.compaction.idle_after;
-            let round = self.tracked(FaultKind::Compaction, || {
-                let merged = self.compact(idle)?;
-                // Merges are what leave payloads unreferenced (until
-                // retention and erasure); collect after them.
-                if merged > 0 {
-                    self.collect_payload_garbage()?;
-                }
-                Ok(())
-            });
+            let round = self
+                .tracked(FaultKind::Compaction, || self.compact(idle))
+                .and_then(|merged| {
+                    // Merges leave payloads unreferenced (as retention does);
+                    // collect after them.
+                    if merged > 0 {
+                        self.tracked(FaultKind::Gc, || self.collect_payload_garbage())?;
+                    }
+                    Ok(())
+                });
             if round.is_err() {
                 std::thread::sleep(Duration::from_secs(5));
             }
@@ -1071,6 +1195,7 @@ impl Inner {
         }
         s.faults = self.faults();
         s.failures = self.faults.totals();
+        s.retention = self.retention_stats();
         s
     }
 }
