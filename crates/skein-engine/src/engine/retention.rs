@@ -168,9 +168,9 @@ fn format_duration(d: Duration) -> String {
     let s = d.as_secs();
     match () {
         _ if d.subsec_nanos() != 0 => format!("{}ms", d.as_millis()),
-        _ if s != 0 && s % 86_400 == 0 => format!("{}d", s / 86_400),
-        _ if s != 0 && s % 3600 == 0 => format!("{}h", s / 3600),
-        _ if s != 0 && s % 60 == 0 => format!("{}m", s / 60),
+        _ if s != 0 && s.is_multiple_of(86_400) => format!("{}d", s / 86_400),
+        _ if s != 0 && s.is_multiple_of(3600) => format!("{}h", s / 3600),
+        _ if s != 0 && s.is_multiple_of(60) => format!("{}m", s / 60),
         _ => format!("{s}s"),
     }
 }
@@ -254,11 +254,11 @@ impl std::str::FromStr for MinFreeDisk {
             "" | "b" => 1,
             "k" | "kb" => 1000,
             "kib" => 1 << 10,
-            "m" | "mb" => 1000_000,
+            "m" | "mb" => 1_000_000,
             "mib" => 1 << 20,
-            "g" | "gb" => 1000_000_000,
+            "g" | "gb" => 1_000_000_000,
             "gib" => 1 << 30,
-            "t" | "tb" => 1000_000_000_000,
+            "t" | "tb" => 1_000_000_000_000,
             "tib" => 1 << 40,
             other => return Err(format!("min free disk {s:?}: unknown unit {other:?}")),
         };
@@ -490,7 +490,7 @@ impl Inner {
                 report.parts_dropped += 1;
             } else if p.meta.min_time < floor {
                 let before = p.file_bytes();
-                let output = self.rewrite::<R>(&[p.clone()], floor, p.meta.level)?;
+                let output = self.rewrite::<R>(std::slice::from_ref(&p), floor, p.meta.level)?;
                 report.records_expired += p.meta.rows.saturating_sub(output.meta.rows);
                 report.bytes_freed += before.saturating_sub(output.file_bytes());
                 report.parts_rewritten += 1;

@@ -405,6 +405,9 @@ pub struct Summary {
 
 pub const TOP_N: usize = 10;
 
+/// What happened in `w`; each signal counts its records from its own
+/// retention line on (`floors`, in `Signal::ALL` order, 0 for none).
+#[allow(clippy::too_many_arguments)]
 pub fn summary(
     spans: &[Source<Span>],
     logs: &[Source<LogRecord>],
