@@ -402,3 +402,16 @@ fn retention_runs_in_the_background() {
     assert_eq!(span_days(&e), [5]);
     assert!(e.faults().is_empty(), "{:?}", e.faults());
 }
+
+#[test]
+fn closing_does_not_wait_for_the_next_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = Arc::new(AtomicU64::new(T0));
+    let mut o = options(dir.path(), &now, "1d");
+    o.background = true;
+    // Were the retention thread left asleep, this would take a day.
+    o.retention_interval = Duration::from_secs(86_400);
+    let e = Engine::open(o).unwrap();
+    ingest_day(&e, 0);
+    e.close().unwrap();
+}

@@ -116,6 +116,7 @@ fn expired_data_is_never_answered_and_its_disk_is_freed() {
         "the expired spans' payloads are collected: {stats}"
     );
     let after = dir_bytes(&data);
+    eprintln!("data directory: {before} bytes before retention, {after} after");
     assert!(
         after * 10 < before * 7,
         "the data directory went from {before} to {after} bytes"

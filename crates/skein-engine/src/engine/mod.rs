@@ -717,6 +717,8 @@ impl Engine {
             *w = true;
             self.inner.wake_cv.notify_all();
         }
+        // The retention thread sleeps for a whole interval otherwise.
+        self.inner.wake_retention();
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }

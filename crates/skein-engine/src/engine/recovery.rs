@@ -139,7 +139,9 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
         page_cache,
         compacting: AtomicBool::new(false),
         retention_counters: Default::default(),
-        retention_wake: Mutex::new(false),
+        // A first round soon after opening: data may have expired while
+        // the server was down.
+        retention_wake: Mutex::new(true),
         retention_cv: Condvar::new(),
         disk_full_at: AtomicU64::new(0),
         opts,

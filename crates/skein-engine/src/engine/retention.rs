@@ -45,7 +45,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use skein_model::{LogRecord, MetricPoint, Span};
@@ -566,10 +566,15 @@ impl Inner {
             if self.stop.load(Ordering::SeqCst) {
                 return;
             }
-            let round = self.tracked(FaultKind::Retention, || self.enforce_retention());
-            if round.is_err() {
-                // Not at once again: a failing disk would be hammered.
-                std::thread::sleep(Duration::from_secs(1));
+            // A failure is retried at the next wake-up, like a success.
+            let _ = self.tracked(FaultKind::Retention, || self.enforce_retention());
+            // At most one round a second (or an interval, if shorter),
+            // however often refused writes on a full disk wake it: a round
+            // scans the hot tiers. A wake-up meanwhile is kept for after.
+            let rest = Instant::now() + Duration::from_secs(1).min(self.opts.retention_interval);
+            while !self.stop.load(Ordering::SeqCst) && Instant::now() < rest {
+                let mut w = self.retention_wake.lock();
+                self.retention_cv.wait_until(&mut w, rest);
             }
         }
     }
