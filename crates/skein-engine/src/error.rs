@@ -34,6 +34,12 @@ pub enum Error {
     /// is not on disk. Needs an operator and a restart.
     #[error("the write-ahead log refuses writes since an I/O failure ({reason}); fix the disk and restart skein")]
     WalFailed { reason: String },
+    /// The disk is (nearly) full: free space is below `--min-free-disk`,
+    /// or the WAL write ran out of space (and was undone). Nothing of the
+    /// request was stored; it succeeds once space returns, without a
+    /// restart.
+    #[error("the disk is full ({reason}); nothing was stored: retry later")]
+    DiskFull { reason: String },
     /// A background task keeps failing and ingest cannot go on without it
     /// (flushes failing while the frozen tiers they would free fill memory).
     #[error("background {kind} is failing ({reason}); ingest resumes once it succeeds")]
@@ -78,7 +84,16 @@ impl Error {
     /// The engine cannot take this request now, through no fault of the
     /// request: a client should retry later (HTTP 503, gRPC UNAVAILABLE).
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, Error::WalFailed { .. } | Error::Background { .. } | Error::Closed)
+        matches!(
+            self,
+            Error::WalFailed { .. } | Error::Background { .. } | Error::Closed | Error::DiskFull { .. }
+        )
+    }
+
+    /// The disk is full: a client should back off and retry (HTTP 503 with
+    /// `Retry-After`, gRPC RESOURCE_EXHAUSTED).
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, Error::DiskFull { .. })
     }
 }
 

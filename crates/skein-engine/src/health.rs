@@ -3,8 +3,10 @@
 //! the background is failing, and only a person can fix the cause (a full
 //! or failing disk, a directory that was removed, a permission taken away).
 //!
-//! A WAL fault lasts until a restart: after a failed write or fsync the log
-//! refuses every append (see `wal`). A flush or compaction fault clears the
+//! A WAL fault lasts until a restart: after a failed fsync (or a write
+//! failing other than for want of space) the log refuses every append (see
+//! `wal`). A WAL write that fails with ENOSPC is a `disk` fault instead: it
+//! leaves nothing behind, and the next write that fits clears it. A flush or compaction fault clears the
 //! next time that task succeeds, so a disk that recovers shows as healthy
 //! again without a restart.
 
@@ -34,15 +36,29 @@ pub enum FaultKind {
     /// lost): they wait on local disk, writes go on. Clears once an upload
     /// succeeds.
     Upload,
+    /// Enforcing retention (dropping or rewriting expired parts, evicting
+    /// under disk pressure) fails: disk use grows past the policy. Writes
+    /// and reads go on. Clears when a round succeeds.
+    Retention,
+    /// Payload garbage collection fails: unreferenced payloads keep their
+    /// space. Clears when a collection succeeds.
+    Gc,
+    /// The disk is (nearly) full: free space is below `--min-free-disk`,
+    /// or a WAL write failed with ENOSPC. Ingest is refused (503, retry
+    /// later) until space returns; queries go on. Clears by itself.
+    Disk,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 5] = [
+    pub const ALL: [FaultKind; 8] = [
         FaultKind::Wal,
         FaultKind::Flush,
         FaultKind::Compaction,
         FaultKind::Payload,
         FaultKind::Upload,
+        FaultKind::Retention,
+        FaultKind::Gc,
+        FaultKind::Disk,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -52,13 +68,22 @@ impl FaultKind {
             FaultKind::Compaction => "compaction",
             FaultKind::Payload => "payload",
             FaultKind::Upload => "upload",
+            FaultKind::Retention => "retention",
+            FaultKind::Gc => "gc",
+            FaultKind::Disk => "disk",
         }
     }
 
-    /// Whether the engine still takes writes with this fault in force (it
-    /// is degraded rather than not ready).
+    /// Whether the engine is degraded rather than not ready with this
+    /// fault in force: it keeps answering queries and the fault either
+    /// leaves writes working (a damaged payload, failing retention or GC)
+    /// or heals by itself (a full disk refuses writes with 503 and
+    /// `Retry-After` until space returns, without a restart).
     pub fn degrades_only(self) -> bool {
-        matches!(self, FaultKind::Payload | FaultKind::Upload)
+        matches!(
+            self,
+            FaultKind::Payload | FaultKind::Upload | FaultKind::Retention | FaultKind::Gc | FaultKind::Disk
+        )
     }
 }
 

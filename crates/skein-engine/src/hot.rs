@@ -201,6 +201,29 @@ impl<R: Record> MemTable<R> {
         self.rows.len() - self.dead.len() as usize
     }
 
+    /// Marks every live row older than `floor` dead (retention), as a
+    /// replaced row is: reads skip it and a flush leaves it out. Its key is
+    /// forgotten, so the record can be stored again. Returns how many rows
+    /// died.
+    pub fn expire_before(&mut self, floor: u64) -> usize {
+        if self.rows.is_empty() || self.min_time >= floor {
+            return 0;
+        }
+        let mut n = 0;
+        for (row, &time) in self.times.iter().enumerate() {
+            let row = row as u32;
+            if time < floor && !self.dead.contains(row) {
+                self.dead.insert(row);
+                let key = self.rows[row as usize].key();
+                if self.keys.get(&key) == Some(&row) {
+                    self.keys.remove(&key);
+                }
+                n += 1;
+            }
+        }
+        n
+    }
+
     pub fn is_empty(&self) -> bool {
         self.live_rows() == 0
     }
@@ -401,6 +424,28 @@ mod tests {
             3,
             "dead rows stay indexed"
         );
+    }
+
+    #[test]
+    fn expired_rows_die_and_their_keys_can_be_stored_again() {
+        let mut spans = testdata::spans(4, 2);
+        for (i, s) in spans.iter_mut().enumerate() {
+            s.start_time_unix_nano = 1_000 + i as u64 * 100;
+        }
+        let mut m = MemTable::default();
+        m.insert(spans.clone(), 1);
+        assert_eq!(m.expire_before(1_000), 0);
+        // Rows at 1000, 1100, 1200 are older than 1250.
+        assert_eq!(m.expire_before(1_250), 3);
+        assert_eq!(m.live_rows(), 5);
+        assert_eq!(m.expire_before(1_250), 0, "already dead");
+        let (rows, _) = m.sorted_live_indexed();
+        assert!(rows.iter().all(|s| s.start_time_unix_nano >= 1_250));
+        assert!(m.stats().is_none(), "statistics are no longer exact");
+        assert!(m.row_of(&spans[0].key()).is_none());
+        // The same key, sent again, is stored anew.
+        m.insert(vec![spans[0].clone()], 100);
+        assert_eq!(m.live_rows(), 6);
     }
 
     /// The renumbered hot-tier index must be the index a part writer

@@ -67,7 +67,10 @@ pub mod validate;
 #[doc(hidden)]
 pub mod wal;
 
-pub use engine::{CompactionOptions, Engine, EngineOptions, EngineStats, IngestReport, TraceResult};
+pub use engine::{
+    Clock, CompactionOptions, Engine, EngineOptions, EngineStats, IngestReport, MinFreeDisk, OnDiskFull, Retention,
+    RetentionReport, RetentionStats, TraceResult,
+};
 pub use error::{Error, Result};
 pub use health::{Fault, FaultKind};
 pub use part::{PageCacheStats, WriterOptions};

@@ -155,10 +155,22 @@ impl ObjectSource for MappedFile {
     }
 }
 
+/// A `.tmp` file until committed. One dropped uncommitted (its writer
+/// failed: a full disk) deletes its file, so the space comes back at once
+/// rather than at the next start.
 struct LocalSink {
     tmp: PathBuf,
     dst: PathBuf,
-    file: io::BufWriter<PacedWriteback>,
+    /// `None` once committing began.
+    file: Option<io::BufWriter<PacedWriteback>>,
+}
+
+impl Drop for LocalSink {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 /// Bytes a part file is written back in, as it is written.
@@ -234,25 +246,44 @@ impl Write for PacedWriteback {
     }
 }
 
+impl LocalSink {
+    fn file(&mut self) -> io::Result<&mut io::BufWriter<PacedWriteback>> {
+        self.file
+            .as_mut()
+            .ok_or_else(|| io::Error::other("write to a committed sink"))
+    }
+}
+
 impl Write for LocalSink {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.file.write(buf)
+        self.file()?.write(buf)
     }
     fn flush(&mut self) -> io::Result<()> {
-        self.file.flush()
+        self.file()?.flush()
     }
 }
 
 impl ObjectSink for LocalSink {
-    fn commit(self: Box<Self>) -> Result<()> {
-        let LocalSink { tmp, dst, file } = *self;
-        let file = file
-            .into_inner()
-            .map_err(|e| Error::io(format!("flush {}", tmp.display()), e.into_error()))?
-            .file;
-        file.sync_all().ctx(|| format!("fsync {}", tmp.display()))?;
-        drop(file);
-        fs::rename(&tmp, &dst).ctx(|| format!("rename {} to {}", tmp.display(), dst.display()))?;
+    fn commit(mut self: Box<Self>) -> Result<()> {
+        let (tmp, dst) = (self.tmp.clone(), self.dst.clone());
+        let file = self
+            .file
+            .take()
+            .ok_or_else(|| Error::Other(format!("{} committed twice", tmp.display())))?;
+        let put = || -> Result<()> {
+            let file = file
+                .into_inner()
+                .map_err(|e| Error::io(format!("flush {}", tmp.display()), e.into_error()))?
+                .file;
+            file.sync_all().ctx(|| format!("fsync {}", tmp.display()))?;
+            drop(file);
+            fs::rename(&tmp, &dst).ctx(|| format!("rename {} to {}", tmp.display(), dst.display()))
+        };
+        if let Err(e) = put() {
+            // Never renamed: nothing refers to it.
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
         fsutil::fsync_dir(dst.parent().unwrap_or(Path::new(".")))
     }
 }
@@ -279,7 +310,10 @@ impl PartStore for LocalStore {
         Ok(Box::new(LocalSink {
             tmp,
             dst,
-            file: io::BufWriter::with_capacity(WRITEBACK_CHUNK as usize, PacedWriteback::new(file)),
+            file: Some(io::BufWriter::with_capacity(
+                WRITEBACK_CHUNK as usize,
+                PacedWriteback::new(file),
+            )),
         }))
     }
 

@@ -59,6 +59,18 @@ pub struct ServerConfig {
     /// PII redaction rules applied to every record before it is stored.
     #[serde(skip)]
     pub redactor: Option<std::sync::Arc<skein_redact::Redactor>>,
+    /// How long each signal is kept (none: for ever).
+    #[serde(skip)]
+    pub retention: skein_engine::Retention,
+    /// How often retention runs.
+    #[serde(with = "millis")]
+    pub retention_interval: Duration,
+    /// Below this much free space, ingest is refused.
+    #[serde(skip)]
+    pub min_free_disk: skein_engine::MinFreeDisk,
+    /// Also drop the oldest parts below it.
+    #[serde(skip)]
+    pub on_disk_full: skein_engine::OnDiskFull,
 }
 
 pub const DEFAULT_OTLP_GRPC: &str = "127.0.0.1:4317";
@@ -90,6 +102,10 @@ impl ServerConfig {
             metrics_public: false,
             allow_unauthenticated: false,
             redactor: None,
+            retention: skein_engine::Retention::default(),
+            retention_interval: Duration::from_secs(60),
+            min_free_disk: skein_engine::MinFreeDisk::Auto,
+            on_disk_full: skein_engine::OnDiskFull::Refuse,
         }
     }
 }

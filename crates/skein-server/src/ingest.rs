@@ -175,6 +175,10 @@ pub enum IngestError {
     /// that refuses writes, flushes that keep failing, a closing engine): a
     /// retry later may succeed.
     Unavailable(String),
+    /// The disk is (nearly) full: refused before anything was written, to
+    /// be retried once space returns (503 + Retry-After, gRPC
+    /// RESOURCE_EXHAUSTED).
+    DiskFull(String),
     Internal(String),
 }
 
@@ -184,7 +188,9 @@ impl IngestError {
     /// sent (a batch over the WAL frame limit), 500 / INTERNAL for the rest.
     pub fn storing(e: skein_engine::Error) -> Self {
         let message = format!("storing failed: {e}");
-        if e.is_unavailable() {
+        if e.is_disk_full() {
+            IngestError::DiskFull(message)
+        } else if e.is_unavailable() {
             IngestError::Unavailable(message)
         } else if e.is_invalid_input() {
             IngestError::Malformed(message)
@@ -201,6 +207,7 @@ impl IngestError {
             IngestError::Body(b) => b.reason(),
             IngestError::Malformed(_) => "malformed",
             IngestError::Unavailable(_) => "unavailable",
+            IngestError::DiskFull(_) => "disk_full",
             IngestError::Internal(_) => "internal",
         }
     }

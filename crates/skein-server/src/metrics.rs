@@ -365,6 +365,49 @@ impl Metrics {
                     counter(&mut out, name, help, v as f64);
                 }
             }
+            let r = &s.retention;
+            for (name, help, v) in [
+                ("skein_retention_rounds_total", "Retention rounds completed.", r.rounds),
+                (
+                    "skein_retention_parts_dropped_total",
+                    "Parts dropped whole by retention (every record expired).",
+                    r.parts_dropped,
+                ),
+                (
+                    "skein_retention_parts_rewritten_total",
+                    "Parts that straddled the retention line, rewritten with their live records.",
+                    r.parts_rewritten,
+                ),
+                (
+                    "skein_retention_records_expired_total",
+                    "Records removed for being past their signal's retention.",
+                    r.records_expired,
+                ),
+                (
+                    "skein_retention_bytes_freed_total",
+                    "Part bytes freed by retention and eviction (payload packs freed by GC not included).",
+                    r.bytes_freed,
+                ),
+                (
+                    "skein_disk_full_evicted_parts_total",
+                    "Parts dropped, oldest first, to get back above --min-free-disk (--on-disk-full evict).",
+                    r.parts_evicted,
+                ),
+            ] {
+                counter(&mut out, name, help, v as f64);
+            }
+            gauge(
+                &mut out,
+                "skein_disk_free_bytes",
+                "Free bytes on the data directory's filesystem, when last measured.",
+                r.disk_free_bytes as f64,
+            );
+            gauge(
+                &mut out,
+                "skein_disk_min_free_bytes",
+                "The --min-free-disk floor in bytes: below it, ingest is refused.",
+                r.min_free_disk_bytes as f64,
+            );
             // Every kind is listed, 0 when healthy, so an alert on `== 1`
             // (or on `increase(...) > 0`) needs no `absent()` companion.
             let _ = writeln!(
@@ -377,7 +420,7 @@ impl Metrics {
             }
             let _ = writeln!(
                 out,
-                "# HELP skein_engine_failures_total Failures of the WAL, flushes and compactions, by kind.\n# TYPE skein_engine_failures_total counter"
+                "# HELP skein_engine_failures_total Failures by kind: WAL, flushes, compactions, damaged payloads, retention, payload GC, and writes refused for a full disk.\n# TYPE skein_engine_failures_total counter"
             );
             for kind in FaultKind::ALL {
                 let n = s.failures.get(kind.as_str()).copied().unwrap_or(0);

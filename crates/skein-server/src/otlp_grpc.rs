@@ -66,6 +66,7 @@ fn status(e: IngestError) -> Status {
         IngestError::Body(b) => Status::invalid_argument(b.message()),
         IngestError::Malformed(m) => Status::invalid_argument(m),
         IngestError::Unavailable(m) => Status::unavailable(m),
+        IngestError::DiskFull(m) => Status::resource_exhausted(m),
         IngestError::Internal(m) => Status::internal(m),
     }
 }

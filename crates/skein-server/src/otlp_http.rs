@@ -75,6 +75,7 @@ fn refusal(e: &IngestError, enc: Encoding) -> Response {
         IngestError::Body(b) => (b.status(), INVALID_ARGUMENT, b.message().into()),
         IngestError::Malformed(m) => (StatusCode::BAD_REQUEST, INVALID_ARGUMENT, m.into()),
         IngestError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE, m.into()),
+        IngestError::DiskFull(m) => (StatusCode::SERVICE_UNAVAILABLE, RESOURCE_EXHAUSTED, m.into()),
         IngestError::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, INTERNAL, m.into()),
     };
     error_response(status, code, &message, enc)

@@ -199,6 +199,10 @@ pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()> + Send
     opts.payloads.threshold = config.payload_threshold;
     opts.page_cache_bytes = config.page_cache_bytes as u64;
     opts.object_storage = config.object_storage.clone();
+    opts.retention = config.retention.clone();
+    opts.retention_interval = config.retention_interval;
+    opts.min_free_disk = config.min_free_disk;
+    opts.on_disk_full = config.on_disk_full;
     if let Some(p) = &config.pricing {
         opts.pricing = p.clone();
     }

@@ -38,6 +38,7 @@ fn refusal(e: &IngestError) -> Response {
         IngestError::Body(b) => error(b.status(), "bad_request", b.message()),
         IngestError::Malformed(m) => error(StatusCode::BAD_REQUEST, "bad_request", m),
         IngestError::Unavailable(m) => error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", m),
+        IngestError::DiskFull(m) => error(StatusCode::SERVICE_UNAVAILABLE, "disk_full", m),
         IngestError::Internal(m) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", m),
     }
 }

@@ -124,6 +124,29 @@ pub struct ServeArgs {
     /// reach the port can then read and write everything).
     #[arg(long, env = "SKEIN_ALLOW_UNAUTHENTICATED")]
     allow_unauthenticated: bool,
+    /// How long records are kept, by their time (span start, log time,
+    /// metric point time) against the wall clock: `spans=7d,logs=3d,
+    /// metrics=30d`; a bare duration (`30d`, or `all=30d`) sets the
+    /// signals not named; `forever` keeps one. Older records are never
+    /// answered and their parts, payloads and full-text entries are
+    /// deleted in the background [default: forever].
+    #[arg(long, env = "SKEIN_RETENTION", value_name = "POLICY")]
+    retention: Option<String>,
+    /// How often retention runs, e.g. 1m, 30s [default: 1m].
+    #[arg(long, env = "SKEIN_RETENTION_INTERVAL", value_name = "DURATION")]
+    retention_interval: Option<String>,
+    /// Below this much free space on the data directory's filesystem,
+    /// ingest answers 503 with Retry-After (gRPC RESOURCE_EXHAUSTED)
+    /// before anything is written; queries go on. A size (1GiB, 512MiB) or
+    /// a share (5%); 0 turns it off [default: 5% or 1GiB, whichever is
+    /// smaller].
+    #[arg(long, env = "SKEIN_MIN_FREE_DISK", value_name = "SIZE|PCT")]
+    min_free_disk: Option<String>,
+    /// What else happens below --min-free-disk: `refuse` (only refuse
+    /// ingest) or `evict` (also drop the oldest parts until the floor is
+    /// met) [default: refuse].
+    #[arg(long, env = "SKEIN_ON_DISK_FULL", value_name = "POLICY")]
+    on_disk_full: Option<String>,
     /// Seconds shutdown waits for in-flight requests [default: 30].
     #[arg(long, env = "SKEIN_SHUTDOWN_TIMEOUT", value_name = "SECS")]
     shutdown_timeout: Option<u64>,
@@ -162,6 +185,10 @@ struct FileConfig {
     metrics_public: Option<bool>,
     allow_unauthenticated: Option<bool>,
     shutdown_timeout: Option<u64>,
+    retention: Option<String>,
+    retention_interval: Option<String>,
+    min_free_disk: Option<String>,
+    on_disk_full: Option<String>,
     log: Option<String>,
 }
 
@@ -389,6 +416,18 @@ fn build_config(args: &ServeArgs) -> Result<(ServerConfig, String), String> {
         )?)),
         (None, None) => None,
     };
+    if let Some(r) = args.retention.as_ref().or(file.retention.as_ref()) {
+        c.retention = r.parse().map_err(|e: String| format!("--retention: {e}"))?;
+    }
+    if let Some(a) = args.retention_interval.as_ref().or(file.retention_interval.as_ref()) {
+        c.retention_interval = parse_age(a).map_err(|e| format!("--retention-interval: {e}"))?;
+    }
+    if let Some(m) = args.min_free_disk.as_ref().or(file.min_free_disk.as_ref()) {
+        c.min_free_disk = m.parse().map_err(|e: String| format!("--min-free-disk: {e}"))?;
+    }
+    if let Some(o) = args.on_disk_full.as_ref().or(file.on_disk_full.as_ref()) {
+        c.on_disk_full = o.parse()?;
+    }
     if let Some(s) = args.shutdown_timeout.or(file.shutdown_timeout) {
         c.shutdown_timeout = Duration::from_secs(s);
     }
@@ -546,6 +585,50 @@ mod tests {
         assert_eq!(build_config(&args).unwrap().0.hot_max_age, Duration::from_millis(250));
         args.hot_max_age = Some("soon".into());
         assert!(build_config(&args).unwrap_err().starts_with("--hot-max-age: "));
+    }
+
+    #[test]
+    fn retention_and_disk_flags_parse_or_say_what_is_wrong() {
+        let c = build_config(&ServeArgs::default()).unwrap().0;
+        assert!(c.retention.is_forever());
+        assert_eq!(c.retention_interval, Duration::from_secs(60));
+        assert_eq!(c.min_free_disk, skein_engine::MinFreeDisk::Auto);
+        assert_eq!(c.on_disk_full, skein_engine::OnDiskFull::Refuse);
+        let mut args = ServeArgs {
+            retention: Some("spans=7d,logs=3d,metrics=30d".into()),
+            retention_interval: Some("30s".into()),
+            min_free_disk: Some("2GiB".into()),
+            on_disk_full: Some("evict".into()),
+            ..Default::default()
+        };
+        let c = build_config(&args).unwrap().0;
+        assert_eq!(c.retention.logs, Some(Duration::from_secs(3 * 86_400)));
+        assert_eq!(c.retention_interval, Duration::from_secs(30));
+        assert_eq!(c.min_free_disk, skein_engine::MinFreeDisk::Bytes(2 << 30));
+        assert_eq!(c.on_disk_full, skein_engine::OnDiskFull::Evict);
+        args.retention = Some("spans=soon".into());
+        assert!(build_config(&args).unwrap_err().starts_with("--retention: "));
+        args.retention = None;
+        args.min_free_disk = Some("plenty".into());
+        assert!(build_config(&args).unwrap_err().starts_with("--min-free-disk: "));
+        args.min_free_disk = None;
+        args.on_disk_full = Some("panic".into());
+        assert!(build_config(&args).unwrap_err().contains("use refuse or evict"));
+        args.on_disk_full = None;
+        args.retention_interval = Some("0s".into());
+        assert!(build_config(&args).unwrap_err().starts_with("--retention-interval: "));
+        // From the file, too.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("skein.toml");
+        std::fs::write(&path, "retention = \"14d\"\nmin_free_disk = \"10%\"\n").unwrap();
+        let c = build_config(&ServeArgs {
+            config: Some(path),
+            ..Default::default()
+        })
+        .unwrap()
+        .0;
+        assert_eq!(c.retention.metrics, Some(Duration::from_secs(14 * 86_400)));
+        assert_eq!(c.min_free_disk, skein_engine::MinFreeDisk::Percent(10.0));
     }
 
     #[test]

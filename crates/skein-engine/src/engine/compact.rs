@@ -118,11 +118,12 @@ impl Inner {
                 let started = Instant::now();
                 self.compacting.store(true, Ordering::Relaxed);
                 let _done = Reset(&self.compacting);
+                let level = inputs.iter().map(|p| p.meta.level).max().unwrap_or(0) + 1;
                 match sig {
-                    Signal::Spans => self.merge::<Span>(&inputs)?,
-                    Signal::Logs => self.merge::<LogRecord>(&inputs)?,
-                    Signal::Metrics => self.merge::<MetricPoint>(&inputs)?,
-                }
+                    Signal::Spans => self.rewrite::<Span>(&inputs, 0, level)?,
+                    Signal::Logs => self.rewrite::<LogRecord>(&inputs, 0, level)?,
+                    Signal::Metrics => self.rewrite::<MetricPoint>(&inputs, 0, level)?,
+                };
                 self.compactions.fetch_add(1, Ordering::Relaxed);
                 self.compaction_nanos
                     .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -135,13 +136,17 @@ impl Inner {
         }
     }
 
-    fn merge<R: Stored>(&self, inputs: &[Arc<Part>]) -> Result<()> {
+    /// Replaces `inputs` (adjacent parts of one signal) by one part of
+    /// `level` holding their rows, less duplicates and rows older than
+    /// `floor` (retention; 0 keeps all). The output must keep a row: the
+    /// caller makes sure one is at or past `floor`.
+    pub(super) fn rewrite<R: Stored>(&self, inputs: &[Arc<Part>], floor: u64, level: u32) -> Result<Arc<Part>> {
         let meta = PartMeta {
             min_seq: inputs.iter().map(|p| p.meta.min_seq).min().unwrap_or(0),
             max_seq: inputs.iter().map(|p| p.meta.max_seq).max().unwrap_or(0),
             covers_seq: inputs.iter().map(|p| p.meta.covers_seq).max().unwrap_or(0),
             replaces: inputs.iter().map(|p| p.meta.id).collect(),
-            level: inputs.iter().map(|p| p.meta.level).max().unwrap_or(0) + 1,
+            level,
             ..PartMeta::new(R::SIGNAL, self.next_part_id.fetch_add(1, Ordering::SeqCst))
         };
         let shadowed = if R::SIGNAL == Signal::Spans {
@@ -161,7 +166,7 @@ impl Inner {
             writer = writer.with_text_index(Some(self.payload_text(Vec::new())));
             self.text_index_rebuilds.fetch_add(1, Ordering::Relaxed);
         }
-        let maps = merge_into(inputs, &shadowed, &mut writer)?;
+        let maps = merge_into(inputs, &shadowed, floor, &mut writer)?;
         if let Some(texts) = texts {
             let pairs: Vec<(&PartTextIndex, &RowMap)> = texts.into_iter().zip(&maps).collect();
             // Written before the part is committed, like a built index (see
@@ -178,7 +183,7 @@ impl Inner {
             let list = &mut st.parts[R::SIGNAL.index()];
             let pos = list.iter().position(|p| ids.contains(&p.meta.id)).unwrap_or(list.len());
             list.retain(|p| !ids.contains(&p.meta.id));
-            list.insert(pos.min(list.len()), output);
+            list.insert(pos.min(list.len()), output.clone());
         }
         for id in ids {
             self.store.remove(&part::parquet_name(R::SIGNAL, id))?;
@@ -186,12 +191,19 @@ impl Inner {
                 self.store.remove(&name)?;
             }
         }
+        if R::SIGNAL == Signal::Spans {
+            self.forget_shadows();
+        }
+        Ok(output)
+    }
+
+    /// Drops cached shadow sets of span parts that are gone.
+    pub(super) fn forget_shadows(&self) {
         let live: crate::hash::FastSet<u64> = self.state.read().parts[Signal::Spans.index()]
             .iter()
             .map(|p| p.meta.id)
             .collect();
         self.shadow_cache.retain_parts(&live);
-        Ok(())
     }
 }
 
@@ -223,11 +235,13 @@ impl<R: Stored> Input<R> {
     }
 }
 
-/// Merges `inputs` into `w`, and returns what became of each input's rows
-/// (for merging their text indexes).
+/// Merges `inputs` into `w`, leaving out rows older than `floor`, and
+/// returns what became of each input's rows (for merging their text
+/// indexes: a row left out maps to none).
 fn merge_into<R: Stored>(
     inputs: &[Arc<Part>],
     shadowed: &HashSet<(usize, u32)>,
+    floor: u64,
     w: &mut PartWriter<R>,
 ) -> Result<Vec<RowMap>> {
     let mut maps = vec![RowMap::new(); inputs.len()];
@@ -255,7 +269,7 @@ fn merge_into<R: Stored>(
         if let Some(next) = input.peek()? {
             heap.push(Reverse((next.time(), next.key(), Reverse(i))));
         }
-        if last == Some((time, key)) || shadowed.contains(&(i, row)) {
+        if time < floor || last == Some((time, key)) || shadowed.contains(&(i, row)) {
             continue;
         }
         last = Some((time, key));

@@ -44,8 +44,14 @@ impl Inner {
                 hot_refs::<Span>(tier, &mut live);
                 hot_refs::<LogRecord>(tier, &mut live);
                 hot_refs::<MetricPoint>(tier, &mut live);
-                // Payloads a hot tier holds are not in packs yet; they
-                // are written (or not) when it flushes.
+            }
+            // Payloads a hot tier holds are not in packs yet: the ones no
+            // live row refers to any more (their records expired) are
+            // dropped here, so its flush does not write them to a pack.
+            // Every batch that brought one is in its tier by now (ingest
+            // holds `payload_gate` until it is).
+            for tier in state.tiers() {
+                report.removed += tier.payloads.write().retain_live(&live);
             }
             self.payloads.forget_all_but(&live, &mut report)
         };

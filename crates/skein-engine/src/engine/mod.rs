@@ -50,6 +50,7 @@
 mod compact;
 mod gc;
 mod recovery;
+mod retention;
 pub mod tier;
 // Time series for the web UI's charts.
 mod timeline;
@@ -65,6 +66,7 @@ use serde::Serialize;
 use skein_model::{LogRecord, MetricPoint, Span, TraceId};
 
 pub use compact::CompactionOptions;
+pub use retention::{Clock, MinFreeDisk, OnDiskFull, Retention, RetentionReport, RetentionStats};
 use tier::{Frozen, State, Stored, Tier};
 
 use crate::codec;
@@ -119,6 +121,17 @@ pub struct EngineOptions {
     /// Keep parts in a bucket (staged and cached on local disk) rather
     /// than only on local disk. The WAL and the hot tier stay local.
     pub object_storage: Option<crate::storage::object::ObjectStorageOptions>,
+    /// How long each signal is kept (see `retention`). Default: for ever.
+    pub retention: Retention,
+    /// How often retention runs in the background. Default 1 min.
+    pub retention_interval: Duration,
+    /// Below this much free space ingest is refused. Default: 5% of the
+    /// filesystem or 1 GiB, whichever is smaller.
+    pub min_free_disk: MinFreeDisk,
+    /// What else happens below `min_free_disk`. Default: only refuse.
+    pub on_disk_full: OnDiskFull,
+    /// The wall clock retention measures age by.
+    pub clock: Clock,
 }
 
 impl EngineOptions {
@@ -139,6 +152,11 @@ impl EngineOptions {
             full_text: true,
             pricing: Arc::new(skein_model::genai::Pricing::built_in()),
             object_storage: None,
+            retention: Retention::default(),
+            retention_interval: Duration::from_secs(60),
+            min_free_disk: MinFreeDisk::Auto,
+            on_disk_full: OnDiskFull::Refuse,
+            clock: Clock::system(),
         }
     }
 }
@@ -202,11 +220,14 @@ pub struct EngineStats {
     pub durability: String,
     /// Faults in force (see [`Engine::faults`]); empty when healthy.
     pub faults: Vec<Fault>,
-    /// Failures ever, by fault kind (`wal`, `flush`, `compaction`).
+    /// Failures ever, by fault kind (`wal`, `flush`, `compaction`,
+    /// `payload`, `retention`, `gc`, `disk`).
     pub failures: std::collections::BTreeMap<String, u64>,
     /// Uploads, requests and cache, when parts live on object storage.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub object_storage: Option<crate::storage::object::ObjectStorageStats>,
+    /// Retention, eviction and free space.
+    pub retention: RetentionStats,
 }
 
 pub(crate) struct Inner {
@@ -244,6 +265,14 @@ pub(crate) struct Inner {
     pub(crate) shadow_cache: crate::query::shadow::ShadowCache,
     page_cache: Arc<PageCache>,
     compacting: AtomicBool,
+    retention_counters: retention::RetentionCounters,
+    /// Wakes the retention thread early (the disk filled, under `evict`).
+    retention_wake: Mutex<bool>,
+    retention_cv: Condvar,
+    /// Free bytes when a WAL write last ran out of space (0: none since
+    /// the last write that fit): the `disk` fault lasts until there is
+    /// more than this.
+    disk_full_at: AtomicU64,
 }
 
 /// An open Skein data directory.
@@ -304,6 +333,18 @@ impl Engine {
                 })
                 .map_err(|e| Error::io("spawn compaction thread", e))?,
         );
+        if !self.inner.opts.retention.is_forever() || self.inner.opts.on_disk_full == OnDiskFull::Evict {
+            let inner = self.inner.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("skein-retention".into())
+                    .spawn(move || {
+                        lower_thread_priority();
+                        inner.retention_loop()
+                    })
+                    .map_err(|e| Error::io("spawn retention thread", e))?,
+            );
+        }
         Ok(())
     }
 
@@ -330,11 +371,23 @@ impl Engine {
         self.inner.state.read().clone()
     }
 
+    /// `w` narrowed to the records of `s` that are not expired: every
+    /// query the engine answers goes through here (or, taking no window,
+    /// filters by [`floor`](Inner::floor)), and every query path re-checks
+    /// each record against its window, so an expired record is never
+    /// answered, whether or not a retention round removed it yet.
+    fn live(&self, s: Signal, w: Window) -> Window {
+        // A window wholly past the line is empty, never reversed.
+        w.starting_by(self.inner.floor(s).min(w.end))
+    }
+
     /// Every span of a trace, across the hot tier and parts.
     pub fn get_trace(&self, trace_id: TraceId) -> Result<TraceResult> {
         let sources = self.state().sources::<Span>();
         let mut explain = Explain::new(Signal::Spans);
         let mut spans = search::trace_records(&sources, trace_id.as_u128(), &mut explain)?;
+        let floor = self.inner.floor(Signal::Spans);
+        spans.retain(|s| s.start_time_unix_nano >= floor);
         spans.sort_by_key(|s| (s.start_time_unix_nano, s.span_id));
         Ok(TraceResult { spans, explain })
     }
@@ -351,6 +404,8 @@ impl Engine {
         let sources = self.state().sources::<LogRecord>();
         let mut explain = Explain::new(Signal::Logs);
         let mut logs = search::trace_records(&sources, trace_id.as_u128(), &mut explain)?;
+        let floor = self.inner.floor(Signal::Logs);
+        logs.retain(|l| crate::record::Record::time(&**l) >= floor);
         logs.sort_by_key(|l| l.effective_time());
         Ok(logs)
     }
@@ -370,11 +425,14 @@ impl Engine {
 
     pub fn search_spans(&self, q: &SpanQuery) -> Result<SearchResult<Span>> {
         let state = self.state();
-        if q.text.is_none() || q.payload_text.is_some() {
-            return search::search(&state.sources::<Span>(), q);
-        }
+        let window = self.live(Signal::Spans, q.window);
+        let payload_text = match (&q.text, &q.payload_text) {
+            (Some(_), None) => Some(self.payload_reader(&state)),
+            _ => None,
+        };
         let q = SpanQuery {
-            payload_text: Some(self.payload_reader(&state)),
+            window,
+            payload_text: payload_text.or_else(|| q.payload_text.clone()),
             ..q.clone()
         };
         search::search(&state.sources::<Span>(), &q)
@@ -382,12 +440,16 @@ impl Engine {
 
     pub fn search_logs(&self, q: &LogQuery) -> Result<SearchResult<LogRecord>> {
         let state = self.state();
-        if (q.body_contains.is_none() && q.text.is_none()) || q.payload_text.is_some() {
-            return search::search(&state.sources::<LogRecord>(), q);
-        }
+        let window = self.live(Signal::Logs, q.window);
         // A value stored as a payload is searched in its own text.
+        let wants_text = q.body_contains.is_some() || q.text.is_some();
+        let payload_text = match (wants_text, &q.payload_text) {
+            (true, None) => Some(self.payload_reader(&state)),
+            _ => None,
+        };
         let q = LogQuery {
-            payload_text: Some(self.payload_reader(&state)),
+            window,
+            payload_text: payload_text.or_else(|| q.payload_text.clone()),
             ..q.clone()
         };
         search::search(&state.sources::<LogRecord>(), &q)
@@ -409,16 +471,22 @@ impl Engine {
     }
 
     pub fn search_metrics(&self, q: &MetricQuery) -> Result<SearchResult<MetricPoint>> {
-        search::search(&self.state().sources::<MetricPoint>(), q)
+        let q = MetricQuery {
+            window: self.live(Signal::Metrics, q.window),
+            ..q.clone()
+        };
+        search::search(&self.state().sources::<MetricPoint>(), &q)
     }
 
     pub fn services(&self, w: Window) -> Result<(Vec<ServiceSummary>, Explain)> {
+        let w = self.live(Signal::Spans, w);
         let mut ex = Explain::new(Signal::Spans);
         let r = aggregate::services(&self.state().sources::<Span>(), w, &self.inner.shadow_cache, &mut ex)?;
         Ok((r, ex))
     }
 
     pub fn operations(&self, service: Option<&str>, w: Window) -> Result<(Vec<OperationSummary>, Explain)> {
+        let w = self.live(Signal::Spans, w);
         let mut ex = Explain::new(Signal::Spans);
         let r = aggregate::operations(
             &self.state().sources::<Span>(),
@@ -438,6 +506,7 @@ impl Engine {
             &st.sources::<LogRecord>(),
             &st.sources::<MetricPoint>(),
             w,
+            Signal::ALL.map(|s| self.inner.floor(s)),
             service,
             &self.inner.shadow_cache,
             &mut ex,
@@ -450,10 +519,20 @@ impl Engine {
     pub fn diagnose(&self, req: &DiagnoseRequest) -> Result<(Diagnosis, Explain)> {
         let st = self.state();
         let mut ex = Explain::new(Signal::Spans);
+        // One window for spans and logs: from the later of their floors,
+        // rounded up to a whole minute, since the change search counts
+        // whole minutes (per-minute statistics).
+        let floor = self.inner.floor(Signal::Spans).max(self.inner.floor(Signal::Logs));
+        let minute = 60_000_000_000;
+        let floor = floor.div_ceil(minute).saturating_mul(minute);
+        let req = DiagnoseRequest {
+            window: req.window.starting_by(floor.min(req.window.end)),
+            ..req.clone()
+        };
         let r = diagnose::diagnose(
             &st.sources::<Span>(),
             &st.sources::<LogRecord>(),
-            req,
+            &req,
             &self.inner.shadow_cache,
             &mut ex,
         )?;
@@ -474,6 +553,7 @@ impl Engine {
         } else {
             None
         };
+        let w = self.live(Signal::Spans, w);
         let mut ex = Explain::new(Signal::Spans);
         let r = llm::usage(
             &self.state().sources::<Span>(),
@@ -489,6 +569,7 @@ impl Engine {
 
     /// Tool executions in `w` by tool.
     pub fn llm_tools(&self, w: Window) -> Result<(Vec<llm::ToolSummary>, Explain)> {
+        let w = self.live(Signal::Spans, w);
         let mut ex = Explain::new(Signal::Spans);
         let r = llm::tools(&self.state().sources::<Span>(), w, &self.inner.shadow_cache, &mut ex)?;
         Ok((r, ex))
@@ -502,6 +583,7 @@ impl Engine {
             ),
             None => None,
         };
+        let w = self.live(Signal::Spans, w);
         let mut ex = Explain::new(Signal::Spans);
         let r = llm::sessions(
             &self.state().sources::<Span>(),
@@ -518,6 +600,7 @@ impl Engine {
     /// One session: its summary, traces, and each model and tool call in
     /// time order; `None` if no span in `w` carries the id.
     pub fn session(&self, id: &str, w: Window) -> Result<Option<llm::SessionDetail>> {
+        let w = self.live(Signal::Spans, w);
         let mut ex = Explain::new(Signal::Spans);
         llm::session(
             &self.state().sources::<Span>(),
@@ -597,7 +680,17 @@ impl Engine {
     /// after merges). A failure is a compaction fault.
     pub fn collect_payload_garbage(&self) -> Result<payload::GcReport> {
         self.inner
-            .tracked(FaultKind::Compaction, || self.inner.collect_payload_garbage())
+            .tracked(FaultKind::Gc, || self.inner.collect_payload_garbage())
+    }
+
+    /// Runs a retention round now, synchronously (the retention thread
+    /// runs one every `retention_interval`): drops and rewrites expired
+    /// parts, kills expired hot rows, evicts under `OnDiskFull::Evict`,
+    /// and collects the payloads left unreferenced. A failure is a
+    /// retention fault until a round succeeds.
+    pub fn enforce_retention(&self) -> Result<RetentionReport> {
+        self.inner
+            .tracked(FaultKind::Retention, || self.inner.enforce_retention())
     }
 
     /// Merges parts until no more merges apply, synchronously. A failure is
@@ -637,6 +730,8 @@ impl Engine {
             *w = true;
             self.inner.wake_cv.notify_all();
         }
+        // The retention thread sleeps for a whole interval otherwise.
+        self.inner.wake_retention();
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
@@ -698,6 +793,9 @@ impl Inner {
             return Err(Error::Closed);
         }
         let mut report = IngestReport::default();
+        // Expired on arrival: refused, so the log and the hot tier never
+        // hold what no query may answer.
+        let floor = self.floor(R::SIGNAL);
         // Filtered in place: moving every record into a new vector copied
         // each one once more on the way to the hot tier.
         let mut i = 0;
@@ -705,7 +803,17 @@ impl Inner {
             let index = i;
             i += 1;
             crate::validate::Normalize::normalize(r);
-            let Err(e) = r.validate(&self.opts.limits) else {
+            let checked = match r.validate(&self.opts.limits) {
+                Err(e) => Err(e.to_string()),
+                Ok(()) if r.time() < floor => Err(format!(
+                    "its time {} is older than the retention of {} ({})",
+                    r.time(),
+                    R::SIGNAL.as_str(),
+                    self.opts.retention
+                )),
+                Ok(()) => Ok(()),
+            };
+            let Err(e) = checked else {
                 return true;
             };
             report.rejected += 1;
@@ -720,6 +828,8 @@ impl Inner {
         if accepted.is_empty() {
             return Ok(report);
         }
+        // Refused before anything is written when the disk is nearly full.
+        self.check_disk()?;
         self.wait_for_room()?;
         let n = accepted.len();
         let _payloads_stay = self.payload_gate.read();
@@ -739,11 +849,21 @@ impl Inner {
                     gate,
                 ))
             })
-            .inspect_err(|e| {
-                if let Error::WalFailed { reason } = e {
-                    self.faults.fail(FaultKind::Wal, reason.clone());
+            .inspect_err(|e| match e {
+                Error::WalFailed { reason } => self.faults.fail(FaultKind::Wal, reason.clone()),
+                // Undone by the log; over once there is more space, or
+                // the next write fits.
+                Error::DiskFull { reason } => {
+                    let free = retention::disk_space(&self.opts.data_dir).map_or(0, |(free, _)| free);
+                    self.disk_full_at.store(free.max(1), Ordering::Relaxed);
+                    self.faults.fail(FaultKind::Disk, reason.clone());
                 }
+                _ => {}
             })?;
+            if self.disk_full_at.load(Ordering::Relaxed) != 0 {
+                self.disk_full_at.store(0, Ordering::Relaxed);
+                self.faults.clear(FaultKind::Disk);
+            }
             let active = self.state.read().active.clone();
             if !blobs.is_empty() {
                 let mut hot = active.payloads.write();
@@ -962,6 +1082,11 @@ impl Inner {
     }
 
     fn faults(&self) -> Vec<Fault> {
+        // A full disk heals by itself: look again, so the fault ends when
+        // space returns even if no write comes to find out.
+        if self.faults.get(FaultKind::Disk).is_some() && self.disk_recovered() {
+            self.faults.clear(FaultKind::Disk);
+        }
         let mut faults = self.faults.current();
         // The WAL can fail outside ingest (the interval-mode ticker, a
         // rotation): ask it too.
@@ -1000,15 +1125,16 @@ impl Inner {
         while !self.stop.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(500));
             let idle = self.last_ingest.lock().elapsed() >= self.opts.compaction.idle_after;
-            let round = self.tracked(FaultKind::Compaction, || {
-                let merged = self.compact(idle)?;
-                // Merges are what leave payloads unreferenced (until
-                // retention and erasure); collect after them.
-                if merged > 0 {
-                    self.collect_payload_garbage()?;
-                }
-                Ok(())
-            });
+            let round = self
+                .tracked(FaultKind::Compaction, || self.compact(idle))
+                .and_then(|merged| {
+                    // Merges leave payloads unreferenced (as retention does);
+                    // collect after them.
+                    if merged > 0 {
+                        self.tracked(FaultKind::Gc, || self.collect_payload_garbage())?;
+                    }
+                    Ok(())
+                });
             if round.is_err() {
                 std::thread::sleep(Duration::from_secs(5));
             }
@@ -1085,6 +1211,7 @@ impl Inner {
         s.faults = self.faults();
         s.failures = self.faults.totals();
         s.object_storage = self.store.object_storage_stats();
+        s.retention = self.retention_stats();
         s
     }
 }

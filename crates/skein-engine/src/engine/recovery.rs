@@ -66,6 +66,14 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
         .max()
         .unwrap_or(0);
     let active = Tier::new().with_text_indexes(opts.full_text);
+    // Expired records are not replayed: one may still be in the log after
+    // retention dropped its part (see `retention`).
+    let now = opts.clock.now_unix_nano();
+    let expired_before = Signal::ALL.map(|s| {
+        opts.retention
+            .of(s)
+            .map_or(0, |d| now.saturating_sub(d.as_nanos().min(u64::MAX as u128) as u64))
+    });
     let mut replayed = 0u64;
     let (wal, report) = Wal::open(
         &opts.data_dir.join("wal"),
@@ -88,10 +96,11 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
                 }
             };
             let floor = covers[signal.index()];
+            let expired = expired_before[signal.index()];
             replayed += match signal {
-                Signal::Spans => replay::<Span>(&active, &rec, floor)?,
-                Signal::Logs => replay::<LogRecord>(&active, &rec, floor)?,
-                Signal::Metrics => replay::<MetricPoint>(&active, &rec, floor)?,
+                Signal::Spans => replay::<Span>(&active, &rec, floor, expired)?,
+                Signal::Logs => replay::<LogRecord>(&active, &rec, floor, expired)?,
+                Signal::Metrics => replay::<MetricPoint>(&active, &rec, floor, expired)?,
             };
             Ok(())
         },
@@ -140,12 +149,19 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
         shadow_cache: Default::default(),
         page_cache,
         compacting: AtomicBool::new(false),
+        retention_counters: Default::default(),
+        // A first round soon after opening: data may have expired while
+        // the server was down.
+        retention_wake: Mutex::new(true),
+        retention_cv: Condvar::new(),
+        disk_full_at: AtomicU64::new(0),
         opts,
     })
 }
 
-/// Inserts the records of `rec` newer than `floor` into the active tier.
-fn replay<R: Stored>(active: &Tier, rec: &WalRecord, floor: u64) -> Result<u64> {
+/// Inserts the records of `rec` newer than `floor` (a sequence number)
+/// and not expired (time at or past `expired_before`) into the active tier.
+fn replay<R: Stored>(active: &Tier, rec: &WalRecord, floor: u64, expired_before: u64) -> Result<u64> {
     if rec.seq_base + rec.count as u64 <= floor + 1 && rec.seq_base <= floor {
         return Ok(0);
     }
@@ -154,7 +170,7 @@ fn replay<R: Stored>(active: &Tier, rec: &WalRecord, floor: u64) -> Result<u64> 
     let mut n = 0;
     for (i, r) in records.into_iter().enumerate() {
         let seq = rec.seq_base + i as u64;
-        if seq > floor {
+        if seq > floor && crate::record::Record::time(&r) >= expired_before {
             table.insert(vec![r], seq);
             n += 1;
         }

@@ -40,6 +40,21 @@ impl HotPayloads {
             e.insert(blob);
         }
     }
+
+    /// Drops the payloads not in `live`; returns how many.
+    pub fn retain_live(&mut self, live: &crate::hash::FastSet<PayloadRef>) -> u64 {
+        let before = self.blobs.len();
+        let mut freed = 0;
+        self.blobs.retain(|id, b| {
+            let keep = live.contains(id);
+            if !keep {
+                freed += b.zstd.len() + 64;
+            }
+            keep
+        });
+        self.bytes -= freed.min(self.bytes);
+        (before - self.blobs.len()) as u64
+    }
 }
 
 impl Default for Tier {

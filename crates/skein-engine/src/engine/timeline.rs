@@ -20,13 +20,20 @@ impl Engine {
     ) -> Result<(Buckets, Vec<ServiceSeries>, Explain)> {
         let mut ex = Explain::new(Signal::Spans);
         let b = timeline::buckets(w, points);
-        let r = timeline::service_series(
+        let mut r = timeline::service_series(
             &self.state().sources::<Span>(),
             b,
             service,
             &self.inner.shadow_cache,
             &mut ex,
         )?;
+        let expired = expired_buckets(&b, self.inner.floor(Signal::Spans));
+        for s in &mut r {
+            for v in [&mut s.spans, &mut s.errors, &mut s.p95_ns] {
+                v.iter_mut().take(expired).for_each(|x| *x = 0);
+            }
+        }
+        r.retain(|s| s.spans.iter().any(|n| *n > 0));
         Ok((b, r, ex))
     }
 
@@ -41,12 +48,32 @@ impl Engine {
     ) -> Result<(Buckets, BandCounts, Explain)> {
         let mut ex = Explain::new(Signal::Logs);
         let b = timeline::buckets(w, points);
-        let r = timeline::log_series(&self.state().sources::<LogRecord>(), b, service, min_severity, &mut ex)?;
+        let mut r = timeline::log_series(&self.state().sources::<LogRecord>(), b, service, min_severity, &mut ex)?;
+        let expired = expired_buckets(&b, self.inner.floor(Signal::Logs));
+        for v in r.values_mut() {
+            v.iter_mut().take(expired).for_each(|x| *x = 0);
+        }
+        r.retain(|_, v| v.iter().any(|n| *n > 0));
         Ok((b, r, ex))
     }
 
     /// The metric names with points in `w`.
     pub fn metric_names(&self, w: Window) -> Vec<MetricName> {
-        timeline::metric_names(&self.state().sources::<MetricPoint>(), w)
+        timeline::metric_names(
+            &self.state().sources::<MetricPoint>(),
+            w.starting_by(self.inner.floor(Signal::Metrics).min(w.end)),
+        )
     }
+}
+
+/// How many leading buckets start before the retention `floor`: they are
+/// counted from whole minutes (per-minute statistics), so any of them may
+/// hold expired records, and they are answered as empty. A bucket holding
+/// both sides of the line is empty too: an expired record is never
+/// counted, at the cost of the live part of one bucket.
+fn expired_buckets(b: &Buckets, floor: u64) -> usize {
+    if floor == 0 {
+        return 0;
+    }
+    (0..b.count).take_while(|&i| b.start_of(i) < floor).count()
 }

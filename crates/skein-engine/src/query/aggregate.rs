@@ -405,16 +405,24 @@ pub struct Summary {
 
 pub const TOP_N: usize = 10;
 
+/// What happened in `w`; each signal counts its records from its own
+/// retention line on (`floors`, in `Signal::ALL` order, 0 for none).
+#[allow(clippy::too_many_arguments)]
 pub fn summary(
     spans: &[Source<Span>],
     logs: &[Source<LogRecord>],
     metrics: &[Source<MetricPoint>],
     w: Window,
+    floors: [u64; 3],
     service: Option<&str>,
     cache: &ShadowCache,
     explain: &mut Explain,
 ) -> Result<Summary> {
-    let agg = gather_spans(spans, w, service, cache, explain)?;
+    // Each signal's records from its own retention floor on (`floors` in
+    // `Signal::ALL` order; 0 for none).
+    let from = |floor: u64| w.starting_by(floor.min(w.end));
+    let (sw, lw, mw) = (from(floors[0]), from(floors[1]), from(floors[2]));
+    let agg = gather_spans(spans, sw, service, cache, explain)?;
     let mut all = OpAcc::default();
     for (_, _, acc) in agg.iter() {
         all.count += acc.count;
@@ -422,19 +430,19 @@ pub fn summary(
         all.roots += acc.roots;
         all.durations.merge(&acc.durations);
     }
-    let mut top_services = services_of(&agg, w);
+    let mut top_services = services_of(&agg, sw);
     let service_count = top_services.len() as u64;
     top_services.sort_by(|a, b| b.spans.cmp(&a.spans).then(a.service.cmp(&b.service)));
     top_services.truncate(TOP_N);
-    let mut top_errors: Vec<OperationSummary> = operations_of(&agg, w).into_iter().filter(|o| o.errors > 0).collect();
+    let mut top_errors: Vec<OperationSummary> = operations_of(&agg, sw).into_iter().filter(|o| o.errors > 0).collect();
     top_errors.sort_by(|a, b| {
         b.errors
             .cmp(&a.errors)
             .then((&a.service, &a.name).cmp(&(&b.service, &b.name)))
     });
     top_errors.truncate(TOP_N);
-    let (logs_total, by_sev) = log_counts(logs, w, service, explain)?;
-    let (series, points) = metric_counts(metrics, w, service, explain)?;
+    let (logs_total, by_sev) = log_counts(logs, lw, service, explain)?;
+    let (series, points) = metric_counts(metrics, mw, service, explain)?;
     Ok(Summary {
         window: w,
         service: service.map(str::to_string),

@@ -24,9 +24,35 @@
 //! waits for, is a rename and a directory fsync.
 //!
 //! # Failure
-//! After a failed write or fsync the log refuses further appends: the kernel
-//! may have dropped the dirty pages, so retrying could acknowledge data that
-//! is not on disk (the "fsyncgate" lesson).
+//! After a failed fsync (or a write failing for another reason than space)
+//! the log refuses further appends: the kernel may have dropped the dirty
+//! pages, so retrying could acknowledge data that is not on disk (the
+//! "fsyncgate" lesson).
+//!
+//! A *write* that fails with ENOSPC (or EDQUOT) is different, and the log
+//! recovers from it by itself when space returns. Why that is safe:
+//! - `pwrite` refused the bytes for want of blocks; no fsync failed, so
+//!   nothing the kernel had accepted was dropped, and every byte before the
+//!   write's offset was written (and, in fsync mode, fsynced) by earlier
+//!   rounds that succeeded.
+//! - The write may have put part of its buffer down before it failed. The
+//!   file is cut back to the offset it started at (`ftruncate`, which frees
+//!   blocks and needs none) and the offset is not advanced, so the next
+//!   write lands exactly where the failed one began: no torn frame ever
+//!   sits between intact ones. If the cut fails the log is poisoned as
+//!   before.
+//! - If the process dies before the cut is durable, the bytes past the
+//!   last acknowledged frame are a torn tail (truncated at replay) or whole
+//!   frames of batches that were refused; replaying those is what a crash
+//!   before an acknowledgement may do anyway, and sequence numbers and keys
+//!   make it harmless. A later fdatasync makes the cut size durable.
+//! - Who hears of it: in fsync mode every frame of the failed round
+//!   belongs to an appender still waiting for its acknowledgement; each of
+//!   them gets [`Error::DiskFull`], and nothing is acknowledged. In the
+//!   other modes frames already acknowledged (left in the buffer while a
+//!   sync was in flight) stay buffered to be written by the next write;
+//!   only the failing appender's own frames are dropped, and it gets the
+//!   error.
 
 pub mod frame;
 pub mod record;
@@ -114,6 +140,30 @@ struct State {
     /// Set by the first failed write or fsync, naming it; every append is
     /// refused from then on.
     poisoned: Option<String>,
+    /// Appends whose frames are in `pending` (fsync mode: each waits for
+    /// its round).
+    pending_tickets: usize,
+    /// Bytes at the start of `pending` that were acknowledged already
+    /// (interval and none modes: buffered while a sync was in flight).
+    pending_acked: usize,
+    /// Rounds whose write failed for want of space: each appender whose
+    /// ticket falls in one is told so (see the module's "Failure").
+    failed_rounds: Vec<FailedRound>,
+}
+
+/// Tickets `(start, end]` of a round whose write failed with ENOSPC, and
+/// how many of its appenders have yet to hear of it.
+struct FailedRound {
+    start: u64,
+    end: u64,
+    waiters: usize,
+    reason: String,
+}
+
+/// Whether a write failed for want of space: the one failure the log
+/// recovers from by itself.
+fn is_out_of_space(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
 }
 
 /// Counters exposed as self-metrics.
@@ -139,6 +189,9 @@ pub struct Wal {
     /// so that the others queue behind it.
     #[cfg(test)]
     hold_first_sync_for: Option<u64>,
+    /// Tests: writes put down half their bytes, then fail with ENOSPC.
+    #[cfg(test)]
+    no_space: std::sync::atomic::AtomicBool,
 }
 
 impl Wal {
@@ -180,12 +233,17 @@ impl Wal {
                 spare: None,
                 next_seq: report.next_seq,
                 poisoned: None,
+                pending_tickets: 0,
+                pending_acked: 0,
+                failed_rounds: Vec::new(),
             }),
             synced_cv: Condvar::new(),
             stats: Mutex::new(WalStats::default()),
             spare_lock: Mutex::new(()),
             #[cfg(test)]
             hold_first_sync_for: None,
+            #[cfg(test)]
+            no_space: std::sync::atomic::AtomicBool::new(false),
         };
         Ok((wal, report))
     }
@@ -267,6 +325,7 @@ impl Wal {
         };
         frame_len += header.append_frame(body, &mut st.pending) as u64;
         st.appended += frame_len;
+        st.pending_tickets += 1;
         let ticket = st.appended;
         {
             let mut s = self.stats.lock();
@@ -277,7 +336,11 @@ impl Wal {
             Durability::Fsync => self.wait_durable(st, ticket)?,
             Durability::Interval { .. } | Durability::None => {
                 // Hand the bytes to the OS now, so a process crash keeps them.
-                self.write_pending(&mut st)?;
+                self.write_pending(&mut st, frame_len as usize)?;
+                // Left buffered behind a sync in flight, they are
+                // acknowledged now all the same (the next write puts them
+                // down).
+                st.pending_acked = st.pending.len();
             }
         }
         Ok(seq_base)
@@ -289,6 +352,21 @@ impl Wal {
             if let Some(p) = &st.poisoned {
                 return Err(Error::WalFailed { reason: p.clone() });
             }
+            // Before `synced`: a later round that succeeded moves `synced`
+            // past this ticket, but this frame was never written.
+            if let Some(i) = st
+                .failed_rounds
+                .iter()
+                .position(|r| r.start < ticket && ticket <= r.end)
+            {
+                let round = &mut st.failed_rounds[i];
+                let reason = round.reason.clone();
+                round.waiters -= 1;
+                if round.waiters == 0 {
+                    st.failed_rounds.remove(i);
+                }
+                return Err(Error::DiskFull { reason });
+            }
             if st.synced >= ticket {
                 return Ok(());
             }
@@ -298,35 +376,87 @@ impl Wal {
             }
             st.syncing = true;
             let buf = std::mem::take(&mut st.pending);
+            let tickets = std::mem::take(&mut st.pending_tickets);
             let end = st.appended;
             let file = st.file.clone();
             let offset = st.file_len;
+            // Nothing else writes the file while `syncing` is set, so the
+            // offset can be taken back if the write fails for want of space.
             st.file_len += buf.len() as u64;
             drop(st);
             #[cfg(test)]
             self.hold_sync();
             let started = Instant::now();
-            let result = file.write_all_at(&buf, offset).and_then(|_| file.sync_data());
+            let wrote = self.write_at(&file, &buf, offset);
+            let result = match &wrote {
+                Ok(()) => file.sync_data().map_err(|e| ("fsync of", e)),
+                Err(_) => Ok(()),
+            };
             let elapsed = started.elapsed();
             st = self.state.lock();
             st.syncing = false;
-            match result {
-                Ok(()) => {
+            match (wrote, result) {
+                (Ok(()), Ok(())) => {
                     st.synced = end;
                     let mut s = self.stats.lock();
                     s.fsyncs += 1;
                     s.fsync_nanos += elapsed.as_nanos() as u64;
                 }
-                Err(e) => {
-                    self.poison(&mut st, "write and fsync of", e);
+                (Err(e), _) if is_out_of_space(&e) => {
+                    st.file_len = offset;
+                    if let Some(reason) = self.cut_back(&mut st, &file, offset, &e) {
+                        st.failed_rounds.push(FailedRound {
+                            start: end - buf.len() as u64,
+                            end,
+                            waiters: tickets,
+                            reason,
+                        });
+                    }
+                }
+                (Err(e), _) => {
+                    self.poison(&mut st, "write of", e);
+                }
+                (Ok(()), Err((what, e))) => {
+                    self.poison(&mut st, what, e);
                 }
             }
             self.synced_cv.notify_all();
         }
     }
 
+    /// `pwrite`s all of `buf` at `offset`.
+    fn write_at(&self, file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        #[cfg(test)]
+        if self.no_space.load(std::sync::atomic::Ordering::SeqCst) {
+            // Like a real full disk: part of the buffer may land first.
+            file.write_all_at(&buf[..buf.len() / 2], offset)?;
+            return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        file.write_all_at(buf, offset)
+    }
+
+    /// After a write at `offset` failed for want of space: cuts the file
+    /// back to `offset`, so whatever part of the write landed is gone and
+    /// the next write starts where it began. Returns the failure's message
+    /// for the appenders, or `None` if the cut failed too and the log is
+    /// poisoned.
+    fn cut_back(&self, st: &mut State, file: &File, offset: u64, e: &std::io::Error) -> Option<String> {
+        let reason = format!(
+            "write of {}: {e}; the write was undone, and writes resume once there is space",
+            self.current_path(st).display()
+        );
+        if let Err(cut) = file.set_len(offset) {
+            self.poison(st, "cutting back a write that ran out of space in", cut);
+            return None;
+        }
+        tracing::warn!("WAL refused a write: {reason}");
+        Some(reason)
+    }
+
     /// Writes buffered frames to the OS (no fsync). Caller holds the lock.
-    fn write_pending(&self, st: &mut State) -> Result<()> {
+    /// `own` is how many bytes at the end of the buffer are the caller's
+    /// (not acknowledged: dropped if the write runs out of space).
+    fn write_pending(&self, st: &mut State, own: usize) -> Result<()> {
         if st.syncing {
             // Fsync mode only: the syncer in flight will write these bytes
             // with its next round.
@@ -336,10 +466,41 @@ impl Wal {
             return Ok(());
         }
         let buf = std::mem::take(&mut st.pending);
-        if let Err(e) = st.file.write_all_at(&buf, st.file_len) {
-            return Err(self.poison(st, "write of", e));
+        let tickets = std::mem::take(&mut st.pending_tickets);
+        let file = st.file.clone();
+        let offset = st.file_len;
+        if let Err(e) = self.write_at(&file, &buf, offset) {
+            if !is_out_of_space(&e) {
+                return Err(self.poison(st, "write of", e));
+            }
+            let Some(reason) = self.cut_back(st, &file, offset, &e) else {
+                return Err(Error::WalFailed {
+                    reason: st.poisoned.clone().unwrap_or_default(),
+                });
+            };
+            if self.durability == Durability::Fsync {
+                // Frames of appenders waiting for a round (a `sync` or a
+                // rotation got here first): none is acknowledged; each is
+                // told when it wakes.
+                st.failed_rounds.push(FailedRound {
+                    start: st.appended - buf.len() as u64,
+                    end: st.appended,
+                    waiters: tickets,
+                    reason: reason.clone(),
+                });
+            } else {
+                // Frames acknowledged already stay, to be written next time;
+                // the caller's own are dropped (it gets the error).
+                let keep = buf.len().saturating_sub(own);
+                let mut buf = buf;
+                buf.truncate(keep);
+                st.pending = buf;
+                st.pending_acked = st.pending.len();
+            }
+            return Err(Error::DiskFull { reason });
         }
         st.file_len += buf.len() as u64;
+        st.pending_acked = 0;
         Ok(())
     }
 
@@ -353,7 +514,7 @@ impl Wal {
         if let Some(p) = &st.poisoned {
             return Err(Error::WalFailed { reason: p.clone() });
         }
-        self.write_pending(&mut st)?;
+        self.write_pending(&mut st, 0)?;
         let end = st.appended;
         if st.synced >= end {
             return Ok(());
@@ -389,7 +550,7 @@ impl Wal {
             self.synced_cv.wait(&mut st);
         }
         // An append may have slipped in between sync() and the lock.
-        self.write_pending(&mut st)?;
+        self.write_pending(&mut st, 0)?;
         if let Err(e) = st.file.sync_data() {
             return Err(self.poison(&mut st, "fsync of", e));
         }
@@ -477,10 +638,11 @@ impl Wal {
                     let Some(wal) = wal.upgrade() else { return };
                     // A failed log said so once, when it failed; it has
                     // nothing more to sync.
-                    if wal.failure().is_none()
-                        && let Err(e) = wal.sync()
-                    {
-                        tracing::error!("WAL interval fsync failed: {e}");
+                    match wal.failure().is_none().then(|| wal.sync()) {
+                        // Said once by the write that ran out of space;
+                        // retried every tick until space returns.
+                        Some(Err(Error::DiskFull { .. })) | Some(Ok(())) | None => {}
+                        Some(Err(e)) => tracing::error!("WAL interval fsync failed: {e}"),
                     }
                 }
             })
@@ -515,6 +677,67 @@ mod tests {
             Ok(())
         })?;
         Ok((wal, recs))
+    }
+
+    #[test]
+    fn a_write_out_of_space_is_undone_and_writes_resume_when_space_returns() {
+        use std::sync::atomic::Ordering::SeqCst;
+        for durability in [Durability::Fsync, Durability::Interval { ms: 100 }, Durability::None] {
+            let dir = tempfile::tempdir().unwrap();
+            {
+                let (wal, _) = Wal::open(dir.path(), durability, 0, RecoveryMode::Strict, |_| Ok(())).unwrap();
+                assert_eq!(wal.append(Signal::Spans, 1, b"first").unwrap(), 1);
+                let bytes = wal.disk_bytes();
+                wal.no_space.store(true, SeqCst);
+                // Half of each write lands before it fails: a torn frame,
+                // unless it is cut away.
+                let body = vec![7u8; 4000];
+                for _ in 0..2 {
+                    let e = wal.append(Signal::Spans, 2, &body).unwrap_err();
+                    assert!(matches!(e, Error::DiskFull { .. }), "{durability}: {e}");
+                    assert!(e.to_string().contains("writes resume once there is space"), "{e}");
+                }
+                assert_eq!(wal.disk_bytes(), bytes, "{durability}: the failed writes left nothing");
+                assert!(wal.failure().is_none(), "{durability}: not poisoned");
+                wal.no_space.store(false, SeqCst);
+                // Space is back: the next write lands where the failed ones
+                // began, and sequence numbers go on.
+                assert_eq!(wal.append(Signal::Logs, 1, b"after").unwrap(), 6);
+                wal.sync().unwrap();
+            }
+            let (_, recs) = open(dir.path(), RecoveryMode::Strict).unwrap();
+            let got: Vec<_> = recs.iter().map(|r| (r.seq_base, r.body.clone())).collect();
+            assert_eq!(
+                got,
+                vec![(1, b"first".to_vec()), (6, b"after".to_vec())],
+                "{durability}"
+            );
+        }
+    }
+
+    #[test]
+    fn acknowledged_frames_buffered_behind_a_sync_survive_a_write_out_of_space() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (wal, _) = Wal::open(dir.path(), Durability::None, 0, RecoveryMode::Strict, |_| Ok(())).unwrap();
+            // As if a sync were in flight: the append is acknowledged with
+            // its frame still buffered.
+            wal.state.lock().syncing = true;
+            assert_eq!(wal.append(Signal::Spans, 1, b"acked").unwrap(), 1);
+            wal.state.lock().syncing = false;
+            wal.no_space.store(true, SeqCst);
+            assert!(matches!(
+                wal.append(Signal::Spans, 1, b"refused"),
+                Err(Error::DiskFull { .. })
+            ));
+            assert!(matches!(wal.sync(), Err(Error::DiskFull { .. })));
+            wal.no_space.store(false, SeqCst);
+            wal.sync().unwrap();
+        }
+        let (_, recs) = open(dir.path(), RecoveryMode::Strict).unwrap();
+        let got: Vec<_> = recs.iter().map(|r| r.body.clone()).collect();
+        assert_eq!(got, vec![b"acked".to_vec()]);
     }
 
     #[test]
@@ -629,22 +852,44 @@ mod tests {
         assert_eq!(replayed, seqs, "every acknowledged append replays, once");
     }
 
-    /// After a failed write the log refuses every append with the typed
-    /// error naming the failure, and says so through `failure`; nothing
-    /// is retried onto a file whose dirty pages the kernel may have dropped.
+    /// A write out of space that cannot be cut back (here /dev/full, which
+    /// cannot be truncated) may have left a torn frame: the log is
+    /// poisoned as for any other failure.
+    #[test]
+    fn a_write_out_of_space_that_cannot_be_undone_poisons_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let (wal, _) = open(dir.path(), RecoveryMode::Strict).unwrap();
+        wal.state.lock().file = Arc::new(OpenOptions::new().write(true).open("/dev/full").unwrap());
+        let err = wal.append(Signal::Spans, 1, b"lost").unwrap_err();
+        let Error::WalFailed { reason } = &err else {
+            panic!("{err:?}")
+        };
+        assert!(reason.contains("cutting back"), "{reason}");
+        assert!(matches!(
+            wal.append(Signal::Spans, 1, b"x"),
+            Err(Error::WalFailed { .. })
+        ));
+    }
+
+    /// After a write that failed for another reason than space the log
+    /// refuses every append with the typed error naming the failure, and
+    /// says so through `failure`; nothing is retried onto a file whose
+    /// dirty pages the kernel may have dropped.
     #[test]
     fn a_failed_write_refuses_every_later_append() {
         let dir = tempfile::tempdir().unwrap();
         let (wal, _) = open(dir.path(), RecoveryMode::Strict).unwrap();
         wal.append(Signal::Spans, 1, b"before").unwrap();
         assert_eq!(wal.failure(), None);
-        // Every write to /dev/full fails with ENOSPC.
-        wal.state.lock().file = Arc::new(OpenOptions::new().write(true).open("/dev/full").unwrap());
+        // Every write to a file opened for reading fails (EBADF).
+        let ro = dir.path().join("read-only");
+        std::fs::write(&ro, b"").unwrap();
+        wal.state.lock().file = Arc::new(OpenOptions::new().read(true).open(&ro).unwrap());
         let err = wal.append(Signal::Spans, 1, b"lost").unwrap_err();
         let Error::WalFailed { reason } = &err else {
             panic!("{err:?}")
         };
-        assert!(reason.contains("No space left on device"), "{reason}");
+        assert!(reason.contains("Bad file descriptor"), "{reason}");
         assert!(err.is_unavailable());
         assert_eq!(wal.failure().as_deref(), Some(reason.as_str()));
         // The disk is fine again; the log still refuses, until a restart.

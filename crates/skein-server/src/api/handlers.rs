@@ -534,6 +534,9 @@ pub async fn stats(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
         v["bytes_on_disk"] = (s.part_bytes + s.wal_bytes + s.payloads.payload_bytes).into();
         v["records"] = (s.spans + s.logs + s.metric_points).into();
         v["data_dir"] = data_dir.into();
+        v["retention_policy"] = e.options().retention.to_string().into();
+        v["disk_free_bytes"] = s.retention.disk_free_bytes.into();
+        v["min_free_disk_bytes"] = s.retention.min_free_disk_bytes.into();
         v["version"] = env!("CARGO_PKG_VERSION").into();
         Ok(v)
     })

@@ -74,6 +74,12 @@ impl From<skein_engine::Error> for ApiError {
     fn from(e: skein_engine::Error) -> Self {
         if e.is_invalid_input() {
             ApiError::bad_request(&e.to_string())
+        } else if e.is_disk_full() {
+            ApiError {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                code: "disk_full",
+                message: e.to_string(),
+            }
         } else if e.is_unavailable() {
             // A WAL that refuses writes, failing background work, or a
             // closing engine: not the request's fault, and a retry later

@@ -202,7 +202,7 @@ pub fn spec() -> Value {
                               "400": {"description": "Malformed reference."},
                               "404": {"description": "No payload has this reference."},
                               "416": {"description": "The range lies past the end."}}}},
-            "/api/v1/stats": {"get": op("Records, parts, payloads, bytes on disk, WAL bytes, memory, uptime, faults.", vec![], "{records, spans, logs, metric_points, parts, payloads, payload_bytes, payload_logical_bytes, bytes_on_disk, wal_bytes, faults, ...}")},
+            "/api/v1/stats": {"get": op("Records, parts, payloads, bytes on disk, WAL bytes, memory, uptime, faults, retention (policy, rounds, parts dropped and rewritten, free disk).", vec![], "{records, spans, logs, metric_points, parts, payloads, payload_bytes, payload_logical_bytes, bytes_on_disk, wal_bytes, faults, retention, retention_policy, disk_free_bytes, min_free_disk_bytes, ...}")},
             "/api/v1/llm/usage": {"get": op("LLM calls grouped: calls, errors, tokens by kind, cost (reported, else derived from the price table; unpriced counted), latency and time-to-first-token percentiles.", {
                 let mut v = vec![param("group_by", "model (default), provider, service, session, agent, user or day."),
                                  param("include", "scores: each group (and the totals) gets scores: {name: {mean, count}}, the numeric scores of its calls' traces.")];

@@ -78,6 +78,9 @@ const STATUS_KEYS: &[(&str, &str)] = &[
     ("parts", "PARTS"),
     ("bytes_on_disk", "ON DISK"),
     ("wal_bytes", "WAL"),
+    ("disk_free_bytes", "DISK FREE"),
+    ("min_free_disk_bytes", "MIN FREE"),
+    ("retention_policy", "RETENTION"),
     ("hot_records", "HOT RECORDS"),
     ("hot_bytes", "HOT"),
     ("resident_memory_bytes", "MEMORY"),
@@ -182,7 +185,11 @@ pub fn status(ctx: &Ctx) -> CliResult<Exit> {
 /// The faults of a faulted server, one per line after a header that says
 /// what they mean, so they stand out under the key/value lines.
 fn fault_lines(faults: &[Value]) -> String {
-    let degraded = faults.iter().all(|f| f["kind"] == "payload");
+    // Degraded (still ready) when every fault is of a kind that leaves the
+    // server answering and heals or waits (a full disk, failing retention).
+    let degraded = faults
+        .iter()
+        .all(|f| serde_json::from_value::<skein_engine::FaultKind>(f["kind"].clone()).is_ok_and(|k| k.degrades_only()));
     let mut out = format!(
         "{}: {} fault{} need{} an operator\n",
         if degraded { "DEGRADED" } else { "NOT READY" },
@@ -505,5 +512,16 @@ mod tests {
              \x20 FAULT wal: write of /d/1.wal: No space left on device (os error 28) (since 2023-11-14T22:13:20.000Z, 1 failure)\n\
              \x20 FAULT flush: create /d/parts/spans/2.tmp: Not a directory (os error 20) (since 2023-11-14T22:13:20.000Z, 3 failures)\n"
         );
+        // A full disk and failing retention leave the server degraded, not
+        // down.
+        let faults = serde_json::json!([
+            {"kind": "disk", "message": "12.0 MiB free on /d, below --min-free-disk 50.0 MiB",
+             "since_unix_nano": 1_700_000_000_000_000_000u64, "failures": 4},
+            {"kind": "retention", "message": "remove /d/parts/spans/1.parquet: Permission denied",
+             "since_unix_nano": 1_700_000_000_000_000_000u64, "failures": 1},
+        ]);
+        let t = fault_lines(faults.as_array().unwrap());
+        assert!(t.starts_with("DEGRADED: 2 faults need an operator\n"), "{t}");
+        assert!(t.contains("FAULT disk: 12.0 MiB free on /d"), "{t}");
     }
 }
