@@ -50,3 +50,17 @@ impl Engine {
         timeline::metric_names(&self.state().sources::<MetricPoint>(), w)
     }
 }
+
+impl Engine {
+    /// Streams every metric point in `w` named one of `names` (`None`:
+    /// all) to `f`, across the hot tier and the parts (see
+    /// [`crate::query::series`]); returns the rows examined.
+    pub fn scan_metric_points(
+        &self,
+        names: Option<&[String]>,
+        w: Window,
+        f: &mut dyn FnMut(&MetricPoint),
+    ) -> Result<u64> {
+        crate::query::series::scan_points(&self.state().sources::<MetricPoint>(), names, w, f)
+    }
+}
