@@ -199,6 +199,8 @@ fn label_replace_and_join() {
     assert_eq!(v[0].0.get("id"), Some("n/h1:9100"));
 }
 
+type Pred = Box<dyn Fn(Option<&str>) -> bool>;
+
 proptest! {
     /// `sum by (g)`, `count by (g)`, `max by (g)` agree with a naive
     /// grouping of the same samples.
@@ -238,7 +240,7 @@ proptest! {
             if let Some(b) = b { p.push(("b".into(), format!("v{b}"))); }
             Series { labels: Labels::from_pairs(p), samples: vec![(0, i as f64)] }
         }).collect());
-        let (sym, pred): (&str, Box<dyn Fn(Option<&str>) -> bool>) = match op {
+        let (sym, pred): (&str, Pred) = match op {
             0 => ("=", Box::new(move |v: Option<&str>| v.unwrap_or("") == format!("v{val}"))),
             1 => ("!=", Box::new(move |v: Option<&str>| v.unwrap_or("") != format!("v{val}"))),
             2 => ("=~", Box::new(move |v: Option<&str>| v.unwrap_or("").starts_with(&format!("v{val}")))),

@@ -199,8 +199,8 @@ fn generate(t0: i64) -> Vec<Gen> {
                         }
                     }
                 }
-                for i in 0..5 {
-                    series[i].push((t, counts[i]));
+                for (s, c) in series.iter_mut().zip(counts) {
+                    s.push((t, c));
                 }
                 series[5].push((t, sum));
                 series[6].push((t, counts[4]));
@@ -649,6 +649,48 @@ fn promql_answers_as_prometheus_does() {
     assert!(b["data"]["version"].as_str().is_some_and(|v| v.starts_with('2')));
     let (_, m) = get(&client, &format!("{}/prometheus/api/v1/metadata", skein.api), &[]);
     assert_eq!(m["data"]["temperature_celsius"][0]["type"], "gauge", "{m}");
+
+    // The CLI: an instant query, a range query, and a syntax error (exit 2).
+    let cli = |args: &[&str]| {
+        let out = Command::new(common::bin())
+            .args(["--server", &skein.api, "query", "metrics"])
+            .args(args)
+            .output()
+            .expect("the CLI runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let until = (instants[0] / 1000).to_string();
+    let (code, out, err) = cli(&[
+        "--promql",
+        "sum by (job) (rate(http_requests_total[5m]))",
+        "--until",
+        &until,
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["resultType"], "vector");
+    assert_eq!(v["result"].as_array().map(Vec::len), Some(2), "{v}");
+    let since = ((instants[0] - 10 * MIN) / 1000).to_string();
+    let (code, out, err) = cli(&[
+        "--promql",
+        "count(temperature_celsius)",
+        "--step",
+        "5m",
+        "--since",
+        &since,
+        "--until",
+        &until,
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["result"][0]["values"].as_array().map(Vec::len), Some(3), "{v}");
+    let (code, _, err) = cli(&["--promql", "sum("]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("bad_data"), "{err}");
 }
 
 #[test]

@@ -814,16 +814,8 @@ pub(crate) fn aggregate(
                 }
                 gr.mean += x / gr.count - gr.mean / gr.count;
             }
-            token::T_MAX => {
-                if gr.value < x || gr.value.is_nan() {
-                    gr.value = x;
-                }
-            }
-            token::T_MIN => {
-                if gr.value > x || gr.value.is_nan() {
-                    gr.value = x;
-                }
-            }
+            token::T_MAX if gr.value < x || gr.value.is_nan() => gr.value = x,
+            token::T_MIN if gr.value > x || gr.value.is_nan() => gr.value = x,
             token::T_COUNT | token::T_GROUP => gr.count += 1.0,
             token::T_STDDEV | token::T_STDVAR => {
                 gr.count += 1.0;
@@ -856,7 +848,7 @@ pub(crate) fn aggregate(
                 // NaN sorts as the least for topk and the greatest for bottomk.
                 g.samples.sort_by(|a, b| {
                     let (x, y) = (a.value, b.value);
-                    let o = match (x.is_nan(), y.is_nan()) {
+                    match (x.is_nan(), y.is_nan()) {
                         (true, true) => std::cmp::Ordering::Equal,
                         (true, false) => std::cmp::Ordering::Greater,
                         (false, true) => std::cmp::Ordering::Less,
@@ -864,8 +856,7 @@ pub(crate) fn aggregate(
                             let o = x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal);
                             if top { o.reverse() } else { o }
                         }
-                    };
-                    o
+                    }
                 });
                 out.extend(g.samples.into_iter().take(k));
                 continue;

@@ -184,21 +184,16 @@ where
     }
 }
 
-fn params(method: &Method, q: RawQuery, headers: &HeaderMap, body: &Bytes) -> Result<Params, Response> {
-    Params::new(method, q.0, headers, body).map_err(|e| error_response(&e))
+fn params(method: &Method, q: RawQuery, headers: &HeaderMap, body: &Bytes) -> Result<Params, Error> {
+    Params::new(method, q.0, headers, body)
 }
 
 async fn query(State(app): State<Arc<App>>, method: Method, q: RawQuery, headers: HeaderMap, body: Bytes) -> Response {
     let p = match params(&method, q, &headers, &body) {
         Ok(p) => p,
-        Err(r) => return r,
+        Err(e) => return error_response(&e),
     };
-    let prepared = (|| {
-        let t = p.time("time")?.unwrap_or_else(now_ms);
-        let expr = eval::parse(p.get("query").unwrap_or(""))?;
-        Ok::<_, Error>((t, expr, p.options()?))
-    })();
-    let (t, expr, opts) = match prepared {
+    let (t, expr, opts) = match instant_params(&p) {
         Ok(x) => x,
         Err(e) => return error_response(&e),
     };
@@ -218,16 +213,9 @@ async fn query_range(
 ) -> Response {
     let p = match params(&method, q, &headers, &body) {
         Ok(p) => p,
-        Err(r) => return r,
+        Err(e) => return error_response(&e),
     };
-    let prepared = (|| {
-        let start = p.required_time("start")?;
-        let end = p.required_time("end")?;
-        let step = parse_duration("step", p.get("step").unwrap_or(""))?;
-        let expr = eval::parse(p.get("query").unwrap_or(""))?;
-        Ok::<_, Error>((start, end, step, expr, p.options()?))
-    })();
-    let (start, end, step, expr, opts) = match prepared {
+    let (start, end, step, expr, opts) = match range_params(&p) {
         Ok(x) => x,
         Err(e) => return error_response(&e),
     };
@@ -242,6 +230,24 @@ async fn query_range(
     .await
 }
 
+type InstantParams = (i64, skein_promql::Expr, Options);
+
+fn instant_params(p: &Params) -> Result<InstantParams, Error> {
+    let t = p.time("time")?.unwrap_or_else(now_ms);
+    let expr = eval::parse(p.get("query").unwrap_or(""))?;
+    Ok((t, expr, p.options()?))
+}
+
+type RangeParams = (i64, i64, i64, skein_promql::Expr, Options);
+
+fn range_params(p: &Params) -> Result<RangeParams, Error> {
+    let start = p.required_time("start")?;
+    let end = p.required_time("end")?;
+    let step = parse_duration("step", p.get("step").unwrap_or(""))?;
+    let expr = eval::parse(p.get("query").unwrap_or(""))?;
+    Ok((start, end, step, expr, p.options()?))
+}
+
 /// `start`/`end` of the metadata endpoints (default: all time).
 fn span(p: &Params) -> Result<(i64, i64), Error> {
     Ok((
@@ -253,15 +259,14 @@ fn span(p: &Params) -> Result<(i64, i64), Error> {
 async fn series(State(app): State<Arc<App>>, method: Method, q: RawQuery, headers: HeaderMap, body: Bytes) -> Response {
     let p = match params(&method, q, &headers, &body) {
         Ok(p) => p,
-        Err(r) => return r,
+        Err(e) => return error_response(&e),
     };
-    let prepared = (|| {
-        let sels = p.selectors()?;
+    let prepared = p.selectors().and_then(|sels| {
         if sels.is_empty() {
             return Err(Error::BadData("no match[] parameter provided".into()));
         }
         Ok((sels, span(&p)?))
-    })();
+    });
     let (sels, (start, end)) = match prepared {
         Ok(x) => x,
         Err(e) => return error_response(&e),
@@ -300,9 +305,9 @@ fn label_sets(
 async fn labels(State(app): State<Arc<App>>, method: Method, q: RawQuery, headers: HeaderMap, body: Bytes) -> Response {
     let p = match params(&method, q, &headers, &body) {
         Ok(p) => p,
-        Err(r) => return r,
+        Err(e) => return error_response(&e),
     };
-    let prepared = (|| Ok::<_, Error>((p.selectors()?, span(&p)?)))();
+    let prepared = p.selectors().and_then(|sels| Ok((sels, span(&p)?)));
     let (sels, (start, end)) = match prepared {
         Ok(x) => x,
         Err(e) => return error_response(&e),
@@ -330,9 +335,9 @@ async fn label_values(
 ) -> Response {
     let p = match params(&method, q, &headers, &Bytes::new()) {
         Ok(p) => p,
-        Err(r) => return r,
+        Err(e) => return error_response(&e),
     };
-    let prepared = (|| Ok::<_, Error>((p.selectors()?, span(&p)?)))();
+    let prepared = p.selectors().and_then(|sels| Ok((sels, span(&p)?)));
     let (sels, (start, end)) = match prepared {
         Ok(x) => x,
         Err(e) => return error_response(&e),
@@ -354,7 +359,7 @@ async fn label_values(
 async fn metadata(State(app): State<Arc<App>>, method: Method, q: RawQuery, headers: HeaderMap) -> Response {
     let p = match params(&method, q, &headers, &Bytes::new()) {
         Ok(p) => p,
-        Err(r) => return r,
+        Err(e) => return error_response(&e),
     };
     let metric = p.get("metric").map(str::to_string);
     let limit = match p.get("limit").map(|v| v.parse::<i64>()) {
