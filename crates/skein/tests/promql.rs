@@ -815,3 +815,93 @@ fn a_real_prometheus_remote_writes_its_scrapes_to_skein() {
     assert_eq!(up["data"]["result"][0]["value"][1], "1");
     assert_eq!(up["data"]["result"][0]["metric"]["job"], "exporter");
 }
+
+/// OTLP metrics read back under their Prometheus names: unit suffixes,
+/// `_total`, histogram buckets, `job`/`instance`, scope labels and
+/// `target_info`.
+#[test]
+fn otlp_metrics_appear_under_prometheus_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let skein = Server::start(&dir.path().join("skein"), &[]);
+    let client = reqwest::blocking::Client::new();
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - 60;
+    let t = format!("{}", now_s as u128 * 1_000_000_000);
+    let body = serde_json::json!({"resourceMetrics": [{
+        "resource": {"attributes": [
+            {"key": "service.name", "value": {"stringValue": "checkout"}},
+            {"key": "service.instance.id", "value": {"stringValue": "i-1"}},
+            {"key": "host.name", "value": {"stringValue": "h1"}}
+        ]},
+        "scopeMetrics": [{
+            "scope": {"name": "lib", "version": "1.0"},
+            "metrics": [
+                {"name": "http.server.duration", "unit": "ms", "histogram": {"aggregationTemporality": 2, "dataPoints": [{
+                    "attributes": [{"key": "http.route", "value": {"stringValue": "/cart"}}],
+                    "timeUnixNano": t, "count": "6", "sum": 42.5,
+                    "bucketCounts": ["1", "2", "3"], "explicitBounds": [10, 100]
+                }]}},
+                {"name": "requests", "unit": "{request}", "sum": {"aggregationTemporality": 2, "isMonotonic": true,
+                    "dataPoints": [{"timeUnixNano": t, "asInt": "7"}]}}
+            ]
+        }]
+    }]});
+    let r = client
+        .post(format!("{}/v1/metrics", skein.otlp_http))
+        .header("Content-Type", "application/json")
+        .body(body.to_string())
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{:?}", r.text());
+    let ask = |q: &str| {
+        let (status, v) = get(
+            &client,
+            &format!("{}/prometheus/api/v1/query", skein.api),
+            &[("query", q.to_string()), ("time", now_s.to_string())],
+        );
+        assert_eq!(status, 200, "{q}: {v}");
+        v["data"]["result"].clone()
+    };
+    let b = ask("http_server_duration_milliseconds_bucket{le=\"100\"}");
+    assert_eq!(b[0]["value"][1], "3", "{b}");
+    let m = &b[0]["metric"];
+    assert_eq!(
+        (
+            &m["job"],
+            &m["instance"],
+            &m["http_route"],
+            &m["otel_scope_name"],
+            &m["otel_scope_version"]
+        ),
+        (
+            &"checkout".into(),
+            &"i-1".into(),
+            &"/cart".into(),
+            &"lib".into(),
+            &"1.0".into()
+        ),
+        "{m}"
+    );
+    assert_eq!(ask("http_server_duration_milliseconds_count")[0]["value"][1], "6");
+    assert_eq!(ask("http_server_duration_milliseconds_sum")[0]["value"][1], "42.5");
+    assert_eq!(
+        ask("histogram_quantile(0.5, http_server_duration_milliseconds_bucket)")[0]["value"][1],
+        "100"
+    );
+    assert_eq!(ask("requests_total{job=\"checkout\"}")[0]["value"][1], "7");
+    let ti = ask("target_info");
+    assert_eq!(
+        (&ti[0]["metric"]["host_name"], &ti[0]["metric"]["job"]),
+        (&"h1".into(), &"checkout".into()),
+        "{ti}"
+    );
+    let (_, meta) = get(&client, &format!("{}/prometheus/api/v1/metadata", skein.api), &[]);
+    assert_eq!(meta["data"]["requests_total"][0]["type"], "counter", "{meta}");
+    assert_eq!(
+        meta["data"]["http_server_duration_milliseconds"][0]["type"], "histogram",
+        "{meta}"
+    );
+}
