@@ -26,6 +26,20 @@ if [ ! -x /usr/bin/chromium ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
+# Prometheus (with promtool), the oracle of the PromQL conformance test
+# (crates/skein/tests/promql.rs), which starts its own instances on loopback
+# ports. The package's own service is kept from starting (policy-rc.d).
+if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
+    apt-get update -qq
+    made_policy=""
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+        chmod +x /usr/sbin/policy-rc.d
+        made_policy=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+    if [ -n "$made_policy" ]; then rm -f /usr/sbin/policy-rc.d; fi
+fi
 # The OpenTelemetry JS SDK and playwright-core (tests/conformance/package-lock.json), reinstalled
 # only when the lock file changes.
 lock_sum="$(sha256sum tests/conformance/package-lock.json | cut -d' ' -f1)"

@@ -45,7 +45,7 @@ pub fn authorize(
 /// no telemetry (the page then asks the API, with a token).
 fn is_ui_shell(req: &Request) -> bool {
     let path = req.uri().path();
-    if req.method() != Method::GET || path.starts_with("/api/") || path == "/mcp" {
+    if req.method() != Method::GET || path.starts_with("/api/") || path.starts_with("/prometheus/") || path == "/mcp" {
         return false;
     }
     path.starts_with("/ui/")

@@ -17,6 +17,7 @@ pub mod mcp;
 pub mod metrics;
 mod otlp_grpc;
 pub mod otlp_http;
+pub mod prometheus;
 pub mod serve;
 mod spans_api;
 pub mod ui;

@@ -61,6 +61,7 @@ pub fn api_router(app: Arc<App>) -> Router {
         .merge(crate::otlp_http::routes())
         .merge(crate::health::routes())
         .route("/api/v1/spans", post(crate::spans_api::post_spans))
+        .merge(crate::prometheus::routes())
         .merge(crate::api::routes())
         .merge(crate::ui::routes())
         .layer(axum::middleware::from_fn(crate::ui::metrics_page_for_browsers))

@@ -19,12 +19,16 @@ fn workspace() -> PathBuf {
 
 /// The workspace crates, lowest layer first; a crate may depend on those
 /// before it only. `skein-text` (full-text indexing) knows nothing of the
-/// others; `skein-bench` sits beside the binary.
+/// others, `skein-promql` (PromQL) only the model; `skein-bench` sits beside the binary.
 const LAYERS: &[(&str, &[&str])] = &[
     ("skein-text", &[]),
     ("skein-model", &[]),
+    ("skein-promql", &["skein-model"]),
     ("skein-engine", &["skein-model", "skein-text"]),
-    ("skein-server", &["skein-model", "skein-engine", "skein-text"]),
+    (
+        "skein-server",
+        &["skein-model", "skein-engine", "skein-text", "skein-promql"],
+    ),
     ("skein", &["skein-model", "skein-engine", "skein-server", "skein-text"]),
     (
         "skein-bench",

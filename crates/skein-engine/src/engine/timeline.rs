@@ -77,3 +77,20 @@ fn expired_buckets(b: &Buckets, floor: u64) -> usize {
     }
     (0..b.count).take_while(|&i| b.start_of(i) < floor).count()
 }
+
+impl Engine {
+    /// Streams every metric point in `w` named one of `names` (`None`:
+    /// all) to `f`, across the hot tier and the parts (see
+    /// [`crate::query::series`]); returns the rows examined.
+    pub fn scan_metric_points(
+        &self,
+        names: Option<&[String]>,
+        w: Window,
+        f: &mut dyn FnMut(&MetricPoint),
+    ) -> Result<u64> {
+        // Retention: nothing before the metrics' line (the scan re-checks
+        // every point against the window).
+        let w = self.live(crate::record::Signal::Metrics, w);
+        crate::query::series::scan_points(&self.state().sources::<MetricPoint>(), names, w, f)
+    }
+}

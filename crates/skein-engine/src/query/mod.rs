@@ -11,6 +11,7 @@ pub mod explain;
 pub mod filter;
 pub mod llm;
 pub mod search;
+pub mod series;
 pub mod shadow;
 pub mod sketch;
 pub mod timeline;

@@ -273,6 +273,10 @@ impl Client {
 pub fn api_error(status: StatusCode, body: &[u8], not_found: NotFound) -> CliError {
     let parsed: Option<(String, String)> = serde_json::from_slice::<Value>(body).ok().and_then(|v| {
         let e = v.get("error")?;
+        // The Prometheus API's errors: {"errorType", "error"}.
+        if let (Some(kind), Some(message)) = (v.get("errorType").and_then(Value::as_str), e.as_str()) {
+            return Some((kind.to_string(), message.to_string()));
+        }
         Some((
             e.get("code")?.as_str()?.to_string(),
             e.get("message")?.as_str()?.to_string(),

@@ -289,6 +289,15 @@ impl LogFilters {
 /// Filters of metric points (`query metrics`).
 #[derive(Args, Debug, Clone, Default)]
 pub struct MetricFilters {
+    /// A PromQL query, answered by the Prometheus API (`/prometheus`): an
+    /// instant query at --until (default now), or with --step a range query
+    /// over the window (default the last hour). Prometheus names: see
+    /// docs/promql.md.
+    #[arg(long, value_name = "QUERY")]
+    pub promql: Option<String>,
+    /// With --promql: a range query at this resolution, e.g. 1m.
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg, requires = "promql")]
+    pub step: Option<String>,
     /// Metric name, e.g. http.server.duration.
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,

@@ -100,6 +100,11 @@ const METRIC_COLUMNS: &[(&str, &str)] = &[
 
 /// `skein query …`: the search endpoints. Exit 1 when nothing matched.
 pub fn query(ctx: &Ctx, q: &QueryCommand) -> CliResult<Exit> {
+    if let QueryCommand::Metrics(f) = q
+        && let Some(promql) = &f.promql
+    {
+        return promql_query(ctx, f, promql);
+    }
     let (path, params, key, cols) = match q {
         // Trace summaries hold no attribute values: --payloads does not apply.
         QueryCommand::Traces(f) => {
@@ -188,4 +193,83 @@ fn get_payload(ctx: &Ctx, a: &GetPayloadArgs) -> CliResult<Exit> {
     out.write_all(&body)?;
     out.flush()?;
     Ok(Exit::Ok)
+}
+
+/// Seconds since the epoch, as the Prometheus API takes times, of a time
+/// flag (any form `--since` takes; `None`: now).
+fn prometheus_time(flag: &str, v: Option<&String>) -> CliResult<String> {
+    use skein_server::api::params::parse_time;
+    let ns = match v {
+        Some(v) => {
+            parse_time(v).map_err(|e| super::client::CliError::new(Exit::Usage, "usage", format!("{flag}: {e}")))?
+        }
+        None => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0),
+    };
+    Ok(format!("{}.{:03}", ns / 1_000_000_000, ns % 1_000_000_000 / 1_000_000))
+}
+
+/// `skein query metrics --promql Q [--step S]`: the Prometheus API's answer
+/// (`data`: resultType and result). A table shows one row per sample.
+fn promql_query(ctx: &Ctx, f: &MetricFilters, promql: &str) -> CliResult<Exit> {
+    let w = &f.window;
+    let end = prometheus_time("--until", w.until.as_ref())?;
+    let mut params = vec![("query".to_string(), promql.to_string())];
+    let path = match &f.step {
+        None => {
+            params.push(("time".into(), end));
+            "query"
+        }
+        Some(step) => {
+            let since = match (&w.since, &w.last) {
+                (Some(s), _) => Some(s.clone()),
+                (None, Some(l)) => Some(l.clone()),
+                (None, None) => Some("1h".to_string()),
+            };
+            params.push(("start".into(), prometheus_time("--since", since.as_ref())?));
+            params.push(("end".into(), end));
+            params.push(("step".into(), step.clone()));
+            "query_range"
+        }
+    };
+    let v = ctx
+        .client(false)?
+        .get_json(&["prometheus", "api", "v1", path], &params, NotFound::Unexpected)?;
+    let data = v.get("data").cloned().unwrap_or_default();
+    let result = data.get("result").cloned().unwrap_or_default();
+    let exit = match &result {
+        serde_json::Value::Array(a) if a.is_empty() => Exit::NoResults,
+        _ => Exit::Ok,
+    };
+    if !ctx.out.table() {
+        ctx.out.json(&data)?;
+        return Ok(exit);
+    }
+    let mut rows = Vec::new();
+    let mut push = |metric: &serde_json::Value, p: &serde_json::Value| {
+        rows.push(serde_json::json!({"metric": metric.to_string(), "time": p[0], "value": p[1]}));
+    };
+    match &result {
+        serde_json::Value::Array(series) => {
+            for s in series {
+                if let Some(p) = s.get("value") {
+                    push(&s["metric"], p);
+                }
+                for p in s.get("values").and_then(|v| v.as_array()).into_iter().flatten() {
+                    push(&s["metric"], p);
+                }
+            }
+        }
+        scalar => push(&serde_json::json!({}), scalar),
+    }
+    print_list(
+        &ctx.out,
+        serde_json::json!({"samples": rows}),
+        "samples",
+        &[("metric", "SERIES"), ("time", "TIME"), ("value", "VALUE")],
+        None,
+    )?;
+    Ok(exit)
 }

@@ -1,0 +1,872 @@
+//! PromQL functions and aggregation operators, as Prometheus 2.x computes
+//! them (the same float operations in the same order where it matters:
+//! Kahan-compensated sums over time, the incremental mean of `avg`).
+
+use std::collections::HashMap;
+
+use promql_parser::parser::token;
+use promql_parser::parser::{Call, Expr, LabelModifier};
+
+use super::{Evaluator, Param, Sample, Value};
+use crate::{Error, Labels, NAME, Series, format_float};
+
+fn unwrap_parens(e: &Expr) -> &Expr {
+    match e {
+        Expr::Paren(p) => unwrap_parens(&p.expr),
+        e => e,
+    }
+}
+
+/// Go's `math.Max`: NaN wins.
+pub(crate) fn go_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) }
+}
+
+/// Go's `math.Min`: NaN wins.
+pub(crate) fn go_min(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() { f64::NAN } else { a.min(b) }
+}
+
+fn kahan_inc(inc: f64, sum: f64, c: f64) -> (f64, f64) {
+    let t = sum + inc;
+    let c = if sum.abs() >= inc.abs() {
+        c + ((sum - t) + inc)
+    } else {
+        c + ((inc - t) + sum)
+    };
+    (t, c)
+}
+
+pub(crate) fn call(ev: &mut Evaluator<'_>, c: &Call, t: i64) -> Result<Value, Error> {
+    let name = c.func.name;
+    let args = &c.args.args;
+    let arg = |i: usize| -> Result<&Expr, Error> {
+        args.get(i)
+            .map(|b| b.as_ref())
+            .ok_or_else(|| Error::BadData(format!("function {name}: missing argument {}", i + 1)))
+    };
+    // Functions of a range vector, one output sample per input series.
+    if let Some(f) = over_time(name) {
+        let (series, rs, re) = matrix(ev, arg(0)?, t)?;
+        let extra = match name {
+            "predict_linear" => Some(ev.eval_scalar(arg(1)?, t)?),
+            _ => None,
+        };
+        let mut out = Vec::with_capacity(series.len());
+        for s in series {
+            let v = f(
+                &s.samples,
+                Ctx {
+                    t,
+                    range_start: rs,
+                    range_end: re,
+                    arg: extra,
+                },
+            );
+            if let Some(v) = v {
+                out.push(Sample {
+                    // Prometheus drops the name for every function of a
+                    // range vector but last_over_time.
+                    labels: if name == "last_over_time" {
+                        s.labels
+                    } else {
+                        s.labels.without_name()
+                    },
+                    value: v,
+                });
+            }
+        }
+        return Ok(Value::Vector(out));
+    }
+    match name {
+        "quantile_over_time" => {
+            let q = ev.eval_scalar(arg(0)?, t)?;
+            let (series, _, _) = matrix(ev, arg(1)?, t)?;
+            Ok(Value::Vector(
+                series
+                    .into_iter()
+                    .filter(|s| !s.samples.is_empty())
+                    .map(|s| Sample {
+                        value: quantile(q, s.samples.iter().map(|x| x.1).collect()),
+                        labels: s.labels.without_name(),
+                    })
+                    .collect(),
+            ))
+        }
+        "absent_over_time" => {
+            let (series, _, _) = matrix(ev, arg(0)?, t)?;
+            Ok(Value::Vector(absent(series.is_empty(), arg(0)?)))
+        }
+        "absent" => {
+            let v = ev.eval_vector(arg(0)?, t)?;
+            Ok(Value::Vector(absent(v.is_empty(), arg(0)?)))
+        }
+        "time" => Ok(Value::Scalar(t as f64 / 1000.0)),
+        "pi" => Ok(Value::Scalar(std::f64::consts::PI)),
+        "scalar" => {
+            let v = ev.eval_vector(arg(0)?, t)?;
+            Ok(Value::Scalar(if v.len() == 1 { v[0].value } else { f64::NAN }))
+        }
+        "vector" => {
+            let v = ev.eval_scalar(arg(0)?, t)?;
+            Ok(Value::Vector(vec![Sample {
+                labels: Labels::default(),
+                value: v,
+            }]))
+        }
+        "timestamp" => {
+            let a = unwrap_parens(arg(0)?);
+            if let Expr::VectorSelector(vs) = a {
+                return Ok(Value::Vector(
+                    ev.vector_selector(vs, t)
+                        .into_iter()
+                        .map(|(s, ts)| Sample {
+                            labels: s.labels.without_name(),
+                            value: ts as f64 / 1000.0,
+                        })
+                        .collect(),
+                ));
+            }
+            let v = ev.eval_vector(a, t)?;
+            Ok(Value::Vector(map_drop(v, |_| t as f64 / 1000.0)))
+        }
+        "sort" | "sort_desc" => {
+            let mut v = ev.eval_vector(arg(0)?, t)?;
+            // NaNs last either way, as Prometheus sorts them.
+            v.sort_by(|a, b| {
+                let o = match (a.value.is_nan(), b.value.is_nan()) {
+                    (true, true) => std::cmp::Ordering::Equal,
+                    (true, false) => return std::cmp::Ordering::Greater,
+                    (false, true) => return std::cmp::Ordering::Less,
+                    _ => a.value.partial_cmp(&b.value).unwrap_or(std::cmp::Ordering::Equal),
+                };
+                if name == "sort" { o } else { o.reverse() }
+            });
+            Ok(Value::Vector(v))
+        }
+        "clamp" => {
+            let v = ev.eval_vector(arg(0)?, t)?;
+            let lo = ev.eval_scalar(arg(1)?, t)?;
+            let hi = ev.eval_scalar(arg(2)?, t)?;
+            if hi < lo {
+                return Ok(Value::Vector(Vec::new()));
+            }
+            Ok(Value::Vector(map_drop(v, |x| go_max(lo, go_min(hi, x)))))
+        }
+        "clamp_min" => {
+            let v = ev.eval_vector(arg(0)?, t)?;
+            let lo = ev.eval_scalar(arg(1)?, t)?;
+            Ok(Value::Vector(map_drop(v, |x| go_max(x, lo))))
+        }
+        "clamp_max" => {
+            let v = ev.eval_vector(arg(0)?, t)?;
+            let hi = ev.eval_scalar(arg(1)?, t)?;
+            Ok(Value::Vector(map_drop(v, |x| go_min(x, hi))))
+        }
+        "round" => {
+            let v = ev.eval_vector(arg(0)?, t)?;
+            let to = if args.len() > 1 {
+                ev.eval_scalar(arg(1)?, t)?
+            } else {
+                1.0
+            };
+            let inv = 1.0 / to;
+            Ok(Value::Vector(map_drop(v, |x| (x * inv + 0.5).floor() / inv)))
+        }
+        "label_replace" => {
+            let v = ev.eval_vector(arg(0)?, t)?;
+            let dst = ev.eval_string(arg(1)?, t)?;
+            let repl = ev.eval_string(arg(2)?, t)?;
+            let src = ev.eval_string(arg(3)?, t)?;
+            let re_src = ev.eval_string(arg(4)?, t)?;
+            let re = regex::Regex::new(&format!("^(?:{re_src})$"))
+                .map_err(|e| Error::BadData(format!("invalid regular expression in label_replace(): {re_src}: {e}")))?;
+            if !valid_label_name(&dst) {
+                return Err(Error::BadData(format!(
+                    "invalid destination label name in label_replace(): {dst}"
+                )));
+            }
+            let mut out = Vec::with_capacity(v.len());
+            for mut s in v {
+                let val = s.labels.get(&src).unwrap_or("").to_string();
+                if let Some(caps) = re.captures(&val) {
+                    let mut res = String::new();
+                    caps.expand(&repl, &mut res);
+                    s.labels.set(&dst, &res);
+                }
+                out.push(s);
+            }
+            Ok(Value::Vector(out))
+        }
+        "label_join" => {
+            let v = ev.eval_vector(arg(0)?, t)?;
+            let dst = ev.eval_string(arg(1)?, t)?;
+            let sep = ev.eval_string(arg(2)?, t)?;
+            let mut srcs = Vec::new();
+            for i in 3..args.len() {
+                srcs.push(ev.eval_string(arg(i)?, t)?);
+            }
+            if !valid_label_name(&dst) {
+                return Err(Error::BadData(format!(
+                    "invalid destination label name in label_join(): {dst}"
+                )));
+            }
+            Ok(Value::Vector(
+                v.into_iter()
+                    .map(|mut s| {
+                        let joined = srcs
+                            .iter()
+                            .map(|n| s.labels.get(n).unwrap_or(""))
+                            .collect::<Vec<_>>()
+                            .join(&sep);
+                        s.labels.set(&dst, &joined);
+                        s
+                    })
+                    .collect(),
+            ))
+        }
+        "histogram_quantile" => {
+            let q = ev.eval_scalar(arg(0)?, t)?;
+            let v = ev.eval_vector(arg(1)?, t)?;
+            Ok(Value::Vector(histogram_quantile(q, v)))
+        }
+        "day_of_month" | "day_of_week" | "day_of_year" | "days_in_month" | "hour" | "minute" | "month" | "year" => {
+            let v = if args.is_empty() {
+                vec![Sample {
+                    labels: Labels::default(),
+                    value: t as f64 / 1000.0,
+                }]
+            } else {
+                ev.eval_vector(arg(0)?, t)?
+            };
+            Ok(Value::Vector(map_drop(v, |x| date_part(name, x))))
+        }
+        _ => {
+            if let Some(f) = math(name) {
+                let v = ev.eval_vector(arg(0)?, t)?;
+                return Ok(Value::Vector(map_drop(v, f)));
+            }
+            Err(Error::BadData(format!(
+                "function {name:?} is not supported by Skein yet"
+            )))
+        }
+    }
+}
+
+fn valid_label_name(s: &str) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some(ch) if ch == '_' || ch.is_ascii_alphabetic())
+        && c.all(|ch| ch == '_' || ch.is_ascii_alphanumeric())
+}
+
+fn map_drop(v: Vec<Sample>, f: impl Fn(f64) -> f64) -> Vec<Sample> {
+    v.into_iter()
+        .map(|s| Sample {
+            labels: s.labels.without_name(),
+            value: f(s.value),
+        })
+        .collect()
+}
+
+fn matrix(ev: &mut Evaluator<'_>, e: &Expr, t: i64) -> Result<(Vec<Series>, i64, i64), Error> {
+    match ev.eval(e, t)? {
+        Value::Matrix {
+            series,
+            range_start,
+            range_end,
+        } => Ok((series, range_start, range_end)),
+        _ => Err(Error::BadData("expected a range vector".into())),
+    }
+}
+
+/// `absent()`'s answer: when its argument is empty, one sample whose
+/// labels are the selector's equality matchers (a name matched twice
+/// dropped).
+fn absent(empty: bool, arg: &Expr) -> Vec<Sample> {
+    if !empty {
+        return Vec::new();
+    }
+    let vs = match unwrap_parens(arg) {
+        Expr::VectorSelector(vs) => Some(vs),
+        Expr::MatrixSelector(m) => Some(&m.vs),
+        _ => None,
+    };
+    let mut labels = Labels::default();
+    if let Some(vs) = vs {
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for m in &vs.matchers.matchers {
+            *seen.entry(m.name.as_str()).or_default() += 1;
+        }
+        for m in &vs.matchers.matchers {
+            if m.name != NAME && matches!(m.op, promql_parser::label::MatchOp::Equal) && seen[m.name.as_str()] == 1 {
+                labels.set(&m.name, &m.value);
+            }
+        }
+    }
+    vec![Sample { labels, value: 1.0 }]
+}
+
+#[derive(Clone, Copy)]
+struct Ctx {
+    t: i64,
+    range_start: i64,
+    range_end: i64,
+    arg: Option<f64>,
+}
+
+type OverTime = fn(&[(i64, f64)], Ctx) -> Option<f64>;
+
+fn over_time(name: &str) -> Option<OverTime> {
+    Some(match name {
+        "rate" => |s, c| extrapolated(s, c, true, true),
+        "increase" => |s, c| extrapolated(s, c, true, false),
+        "delta" => |s, c| extrapolated(s, c, false, false),
+        "irate" => |s, _| instant_value(s, true),
+        "idelta" => |s, _| instant_value(s, false),
+        "deriv" => |s, _| (s.len() >= 2).then(|| linear_regression(s, s[0].0).0),
+        "predict_linear" => |s, c| {
+            (s.len() >= 2).then(|| {
+                let (slope, intercept) = linear_regression(s, c.t);
+                slope * c.arg.unwrap_or(0.0) + intercept
+            })
+        },
+        "avg_over_time" => |s, _| {
+            let (mut mean, mut count, mut c) = (0.0f64, 0.0f64, 0.0f64);
+            for &(_, v) in s {
+                count += 1.0;
+                if mean.is_infinite() {
+                    if v.is_infinite() && (mean > 0.0) == (v > 0.0) {
+                        continue;
+                    }
+                    if !v.is_infinite() && !v.is_nan() {
+                        continue;
+                    }
+                }
+                (mean, c) = kahan_inc(v / count - mean / count, mean, c);
+            }
+            Some(if mean.is_infinite() { mean } else { mean + c })
+        },
+        "sum_over_time" => |s, _| {
+            let (mut sum, mut c) = (0.0f64, 0.0f64);
+            for &(_, v) in s {
+                (sum, c) = kahan_inc(v, sum, c);
+            }
+            Some(if sum.is_infinite() { sum } else { sum + c })
+        },
+        "count_over_time" => |s, _| Some(s.len() as f64),
+        "min_over_time" => |s, _| {
+            let mut m = s[0].1;
+            for &(_, v) in s {
+                if v < m || m.is_nan() {
+                    m = v;
+                }
+            }
+            Some(m)
+        },
+        "max_over_time" => |s, _| {
+            let mut m = s[0].1;
+            for &(_, v) in s {
+                if v > m || m.is_nan() {
+                    m = v;
+                }
+            }
+            Some(m)
+        },
+        "last_over_time" => |s, _| s.last().map(|x| x.1),
+        "present_over_time" => |_, _| Some(1.0),
+        "stddev_over_time" => |s, _| Some(stdvar_over_time(s).sqrt()),
+        "stdvar_over_time" => |s, _| Some(stdvar_over_time(s)),
+        "changes" => |s, _| {
+            let mut n = 0.0;
+            for w in s.windows(2) {
+                let (p, c) = (w[0].1, w[1].1);
+                if c != p && !(c.is_nan() && p.is_nan()) {
+                    n += 1.0;
+                }
+            }
+            Some(n)
+        },
+        "resets" => |s, _| Some(s.windows(2).filter(|w| w[1].1 < w[0].1).count() as f64),
+        _ => return None,
+    })
+}
+
+fn stdvar_over_time(s: &[(i64, f64)]) -> f64 {
+    let (mut count, mut mean, mut cmean, mut aux, mut caux) = (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    for &(_, v) in s {
+        count += 1.0;
+        let delta = v - (mean + cmean);
+        (mean, cmean) = kahan_inc(delta / count, mean, cmean);
+        (aux, caux) = kahan_inc(delta * (v - (mean + cmean)), aux, caux);
+    }
+    (aux + caux) / count
+}
+
+/// `rate`, `increase` and `delta`: the change over the samples, corrected
+/// for counter resets, extrapolated towards the window's edges (at most
+/// half an average interval past the outer samples, and for counters not
+/// below zero).
+fn extrapolated(s: &[(i64, f64)], c: Ctx, is_counter: bool, is_rate: bool) -> Option<f64> {
+    if s.len() < 2 {
+        return None;
+    }
+    let (first, last) = (s[0], s[s.len() - 1]);
+    let mut result = last.1 - first.1;
+    if is_counter {
+        let mut prev = 0.0;
+        for &(_, v) in s {
+            if v < prev {
+                result += prev;
+            }
+            prev = v;
+        }
+    }
+    let mut to_start = (first.0 - c.range_start) as f64 / 1000.0;
+    let to_end = (c.range_end - last.0) as f64 / 1000.0;
+    let sampled = (last.0 - first.0) as f64 / 1000.0;
+    let avg = sampled / (s.len() - 1) as f64;
+    if is_counter && result > 0.0 && first.1 >= 0.0 {
+        let to_zero = sampled * (first.1 / result);
+        if to_zero < to_start {
+            to_start = to_zero;
+        }
+    }
+    let threshold = avg * 1.1;
+    let mut interval = sampled;
+    interval += if to_start < threshold { to_start } else { avg / 2.0 };
+    interval += if to_end < threshold { to_end } else { avg / 2.0 };
+    result *= interval / sampled;
+    if is_rate {
+        result /= (c.range_end - c.range_start) as f64 / 1000.0;
+    }
+    Some(result)
+}
+
+fn instant_value(s: &[(i64, f64)], is_rate: bool) -> Option<f64> {
+    if s.len() < 2 {
+        return None;
+    }
+    let (prev, last) = (s[s.len() - 2], s[s.len() - 1]);
+    let mut v = if is_rate && last.1 < prev.1 {
+        last.1
+    } else {
+        last.1 - prev.1
+    };
+    let interval = last.0 - prev.0;
+    if interval == 0 {
+        return None;
+    }
+    if is_rate {
+        v /= interval as f64 / 1000.0;
+    }
+    Some(v)
+}
+
+fn linear_regression(s: &[(i64, f64)], intercept_time: i64) -> (f64, f64) {
+    let (mut n, mut sx, mut cx, mut sy, mut cy, mut sxy, mut cxy, mut sx2, mut cx2) =
+        (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    let init = s[0].1;
+    let mut const_y = true;
+    for (i, &(ts, v)) in s.iter().enumerate() {
+        if const_y && i > 0 && v != init {
+            const_y = false;
+        }
+        n += 1.0;
+        let x = (ts - intercept_time) as f64 / 1e3;
+        (sx, cx) = kahan_inc(x, sx, cx);
+        (sy, cy) = kahan_inc(v, sy, cy);
+        (sxy, cxy) = kahan_inc(x * v, sxy, cxy);
+        (sx2, cx2) = kahan_inc(x * x, sx2, cx2);
+    }
+    if const_y {
+        if init.is_infinite() {
+            return (f64::NAN, f64::NAN);
+        }
+        return (0.0, init);
+    }
+    let (sx, sy, sxy, sx2) = (sx + cx, sy + cy, sxy + cxy, sx2 + cx2);
+    let cov = sxy - sx * sy / n;
+    let var = sx2 - sx * sx / n;
+    let slope = cov / var;
+    (slope, sy / n - slope * sx / n)
+}
+
+fn math(name: &str) -> Option<fn(f64) -> f64> {
+    Some(match name {
+        "abs" => f64::abs,
+        "ceil" => f64::ceil,
+        "floor" => f64::floor,
+        "exp" => f64::exp,
+        "sqrt" => f64::sqrt,
+        "ln" => f64::ln,
+        "log2" => f64::log2,
+        "log10" => f64::log10,
+        "sin" => f64::sin,
+        "cos" => f64::cos,
+        "tan" => f64::tan,
+        "asin" => f64::asin,
+        "acos" => f64::acos,
+        "atan" => f64::atan,
+        "sinh" => f64::sinh,
+        "cosh" => f64::cosh,
+        "tanh" => f64::tanh,
+        "asinh" => f64::asinh,
+        "acosh" => f64::acosh,
+        "atanh" => f64::atanh,
+        "deg" => |x| x * 180.0 / std::f64::consts::PI,
+        "rad" => |x| x * std::f64::consts::PI / 180.0,
+        "sgn" => |x| {
+            if x < 0.0 {
+                -1.0
+            } else if x > 0.0 {
+                1.0
+            } else {
+                x
+            }
+        },
+        _ => return None,
+    })
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H.
+/// Hinnant's algorithm).
+fn civil(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+fn is_leap(y: i64) -> bool {
+    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+}
+
+fn date_part(name: &str, secs: f64) -> f64 {
+    if secs.is_nan() || secs.is_infinite() {
+        return f64::NAN;
+    }
+    let s = secs as i64;
+    let days = s.div_euclid(86_400);
+    let sod = s.rem_euclid(86_400);
+    let (y, m, d) = civil(days);
+    let month_days = [
+        31,
+        if is_leap(y) { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    (match name {
+        "day_of_month" => d as i64,
+        "day_of_week" => (days + 4).rem_euclid(7),
+        "day_of_year" => month_days[..(m as usize - 1)].iter().sum::<i64>() + d as i64,
+        "days_in_month" => month_days[m as usize - 1],
+        "hour" => sod / 3600,
+        "minute" => sod % 3600 / 60,
+        "month" => m as i64,
+        _ => y,
+    }) as f64
+}
+
+/// Prometheus's `quantile`: linear interpolation between the closest
+/// ranks, `q` outside [0, 1] giving ±Inf.
+pub(crate) fn quantile(q: f64, mut values: Vec<f64>) -> f64 {
+    if values.is_empty() || q.is_nan() {
+        return f64::NAN;
+    }
+    if q < 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if q > 1.0 {
+        return f64::INFINITY;
+    }
+    values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    let n = values.len() as f64;
+    let rank = q * (n - 1.0);
+    let lower = rank.floor().max(0.0);
+    let upper = (lower + 1.0).min(n - 1.0);
+    let weight = rank - rank.floor();
+    values[lower as usize] * (1.0 - weight) + values[upper as usize] * weight
+}
+
+fn histogram_quantile(q: f64, v: Vec<Sample>) -> Vec<Sample> {
+    // Buckets by series without `le` (the name included, as Prometheus
+    // groups them), in first-seen order.
+    let mut groups: Vec<(Labels, Vec<(f64, f64)>)> = Vec::new();
+    let mut index: HashMap<Labels, usize> = HashMap::new();
+    for s in v {
+        let Some(le) = s.labels.get("le").and_then(parse_float) else {
+            continue;
+        };
+        let mut key = s.labels.clone();
+        key.remove("le");
+        let i = *index.entry(key.clone()).or_insert_with(|| {
+            let mut out = key.clone();
+            out.remove(NAME);
+            groups.push((out, Vec::new()));
+            groups.len() - 1
+        });
+        groups[i].1.push((le, s.value));
+    }
+    groups
+        .into_iter()
+        .filter(|(_, b)| !b.is_empty())
+        .map(|(labels, b)| Sample {
+            labels,
+            value: bucket_quantile(q, b),
+        })
+        .collect()
+}
+
+/// A float as Go's `strconv.ParseFloat` reads a label value.
+pub(crate) fn parse_float(s: &str) -> Option<f64> {
+    match s.to_ascii_lowercase().as_str() {
+        "+inf" | "inf" | "infinity" | "+infinity" => Some(f64::INFINITY),
+        "-inf" | "-infinity" => Some(f64::NEG_INFINITY),
+        "nan" => Some(f64::NAN),
+        _ => s.parse().ok(),
+    }
+}
+
+fn bucket_quantile(q: f64, mut b: Vec<(f64, f64)>) -> f64 {
+    if q.is_nan() {
+        return f64::NAN;
+    }
+    if q < 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if q > 1.0 {
+        return f64::INFINITY;
+    }
+    b.sort_by(|x, y| x.0.partial_cmp(&y.0).unwrap_or(std::cmp::Ordering::Equal));
+    if b.last().is_none_or(|l| l.0 != f64::INFINITY) {
+        return f64::NAN;
+    }
+    // Coalesce equal bounds, then force the counts monotonic.
+    let mut c: Vec<(f64, f64)> = Vec::with_capacity(b.len());
+    for x in b {
+        match c.last_mut() {
+            Some(l) if l.0 == x.0 => l.1 += x.1,
+            _ => c.push(x),
+        }
+    }
+    let mut max = f64::NEG_INFINITY;
+    for x in c.iter_mut() {
+        if x.1 > max {
+            max = x.1;
+        } else if x.1 < max {
+            x.1 = max;
+        }
+    }
+    if c.len() < 2 {
+        return f64::NAN;
+    }
+    let observations = c[c.len() - 1].1;
+    if observations == 0.0 {
+        return f64::NAN;
+    }
+    let mut rank = q * observations;
+    let n = c.len() - 1;
+    let i = c[..n].partition_point(|x| x.1 < rank);
+    if i == n {
+        return c[n - 1].0;
+    }
+    if i == 0 && c[0].0 <= 0.0 {
+        return c[0].0;
+    }
+    let (mut start, end, mut count) = (0.0, c[i].0, c[i].1);
+    if i > 0 {
+        start = c[i - 1].0;
+        count -= c[i - 1].1;
+        rank -= c[i - 1].1;
+    }
+    start + (end - start) * (rank / count)
+}
+
+/// The group's labels of a sample under `by`/`without`.
+fn group_labels(l: &Labels, m: Option<&LabelModifier>) -> Labels {
+    match m {
+        None => Labels::default(),
+        Some(LabelModifier::Include(names)) => {
+            Labels(l.0.iter().filter(|(k, _)| names.labels.contains(k)).cloned().collect())
+        }
+        Some(LabelModifier::Exclude(names)) => Labels(
+            l.0.iter()
+                .filter(|(k, _)| k != NAME && !names.labels.contains(k))
+                .cloned()
+                .collect(),
+        ),
+    }
+}
+
+struct Group {
+    labels: Labels,
+    value: f64,
+    mean: f64,
+    count: f64,
+    values: Vec<f64>,
+    samples: Vec<Sample>,
+}
+
+pub(crate) fn aggregate(
+    id: u16,
+    v: Vec<Sample>,
+    m: Option<&LabelModifier>,
+    param: Param,
+) -> Result<Vec<Sample>, Error> {
+    if id == token::T_COUNT_VALUES {
+        let Param::Str(label) = &param else {
+            return Err(Error::BadData("count_values needs a label name".into()));
+        };
+        if !valid_label_name(label) {
+            return Err(Error::BadData(format!("invalid label name {label:?}")));
+        }
+        let mut order: Vec<Labels> = Vec::new();
+        let mut counts: HashMap<Labels, f64> = HashMap::new();
+        for s in &v {
+            let mut g = group_labels(&s.labels, m);
+            g.set(label, &format_float(s.value));
+            let e = counts.entry(g.clone()).or_insert_with(|| {
+                order.push(g);
+                0.0
+            });
+            *e += 1.0;
+        }
+        return Ok(order
+            .into_iter()
+            .map(|l| {
+                let value = counts[&l];
+                Sample { labels: l, value }
+            })
+            .collect());
+    }
+    if !matches!(
+        id,
+        token::T_SUM
+            | token::T_AVG
+            | token::T_MAX
+            | token::T_MIN
+            | token::T_COUNT
+            | token::T_GROUP
+            | token::T_STDDEV
+            | token::T_STDVAR
+            | token::T_QUANTILE
+            | token::T_TOPK
+            | token::T_BOTTOMK
+    ) {
+        return Err(Error::BadData("this aggregation is not supported by Skein yet".into()));
+    }
+    let k = match (&param, id) {
+        (Param::Num(k), token::T_TOPK | token::T_BOTTOMK) => {
+            if k.is_nan() || *k < 1.0 {
+                return Ok(Vec::new());
+            }
+            k.min(i64::MAX as f64) as usize
+        }
+        _ => 0,
+    };
+    let mut groups: Vec<Group> = Vec::new();
+    let mut index: HashMap<Labels, usize> = HashMap::new();
+    for s in v {
+        let g = group_labels(&s.labels, m);
+        let i = match index.get(&g) {
+            Some(i) => *i,
+            None => {
+                index.insert(g.clone(), groups.len());
+                let stdvar = id == token::T_STDDEV || id == token::T_STDVAR;
+                groups.push(Group {
+                    labels: g,
+                    value: if stdvar { 0.0 } else { s.value },
+                    mean: s.value,
+                    count: 1.0,
+                    values: vec![s.value],
+                    samples: vec![s],
+                });
+                continue;
+            }
+        };
+        let gr = &mut groups[i];
+        let x = s.value;
+        match id {
+            token::T_SUM => gr.value += x,
+            token::T_AVG => {
+                gr.count += 1.0;
+                if gr.mean.is_infinite() {
+                    if x.is_infinite() && (gr.mean > 0.0) == (x > 0.0) {
+                        continue;
+                    }
+                    if !x.is_infinite() && !x.is_nan() {
+                        continue;
+                    }
+                }
+                gr.mean += x / gr.count - gr.mean / gr.count;
+            }
+            token::T_MAX if gr.value < x || gr.value.is_nan() => gr.value = x,
+            token::T_MIN if gr.value > x || gr.value.is_nan() => gr.value = x,
+            token::T_COUNT | token::T_GROUP => gr.count += 1.0,
+            token::T_STDDEV | token::T_STDVAR => {
+                gr.count += 1.0;
+                let delta = x - gr.mean;
+                gr.mean += delta / gr.count;
+                gr.value += delta * (x - gr.mean);
+            }
+            token::T_QUANTILE => gr.values.push(x),
+            token::T_TOPK | token::T_BOTTOMK => gr.samples.push(s),
+            _ => {}
+        }
+    }
+    let mut out = Vec::with_capacity(groups.len());
+    for mut g in groups {
+        let value = match id {
+            token::T_SUM | token::T_MAX | token::T_MIN => g.value,
+            token::T_AVG => g.mean,
+            token::T_COUNT => g.count,
+            token::T_GROUP => 1.0,
+            token::T_STDVAR => g.value / g.count,
+            token::T_STDDEV => (g.value / g.count).sqrt(),
+            token::T_QUANTILE => {
+                let Param::Num(q) = param else {
+                    return Err(Error::BadData("quantile needs a number".into()));
+                };
+                quantile(q, std::mem::take(&mut g.values))
+            }
+            token::T_TOPK | token::T_BOTTOMK => {
+                let top = id == token::T_TOPK;
+                // NaN sorts as the least for topk and the greatest for bottomk.
+                g.samples.sort_by(|a, b| {
+                    let (x, y) = (a.value, b.value);
+                    match (x.is_nan(), y.is_nan()) {
+                        (true, true) => std::cmp::Ordering::Equal,
+                        (true, false) => std::cmp::Ordering::Greater,
+                        (false, true) => std::cmp::Ordering::Less,
+                        _ => {
+                            let o = x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal);
+                            if top { o.reverse() } else { o }
+                        }
+                    }
+                });
+                out.extend(g.samples.into_iter().take(k));
+                continue;
+            }
+            _ => f64::NAN,
+        };
+        out.push(Sample {
+            labels: g.labels,
+            value,
+        });
+    }
+    Ok(out)
+}

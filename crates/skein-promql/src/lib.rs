@@ -1,0 +1,168 @@
+//! PromQL over Skein's metric points.
+//!
+//! - [`eval`]: the evaluator, over any [`SeriesSource`] ("the series
+//!   matching these matchers, with their samples in `[t0, t1]`"), with
+//!   Prometheus 2.x semantics (lookback delta, staleness markers, closed
+//!   range windows, extrapolated `rate`/`increase`/`delta`, `@` and
+//!   `offset`, subqueries aligned to their step).
+//! - [`naming`]: the Prometheus series an OTLP metric point stands for, per
+//!   the OpenTelemetry "Prometheus and OpenMetrics compatibility" spec.
+//! - [`json`]: results in the Prometheus HTTP API's JSON.
+//! - [`params`]: the API's time, duration and step parameters.
+
+pub mod eval;
+pub mod json;
+pub mod naming;
+pub mod params;
+
+pub use promql_parser::label::{MatchOp, Matcher};
+pub use promql_parser::parser::Expr;
+
+/// A series' labels, sorted by name, names unique, no empty values.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Labels(pub Vec<(String, String)>);
+
+impl Labels {
+    /// From pairs in any order; a later pair of the same name wins, an
+    /// empty value means no label.
+    pub fn from_pairs<I: IntoIterator<Item = (String, String)>>(pairs: I) -> Labels {
+        let mut v: Vec<(String, String)> = Vec::new();
+        for (k, val) in pairs {
+            if let Some(e) = v.iter_mut().find(|(n, _)| *n == k) {
+                e.1 = val;
+            } else {
+                v.push((k, val));
+            }
+        }
+        v.retain(|(_, val)| !val.is_empty());
+        v.sort();
+        Labels(v)
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .binary_search_by(|(n, _)| n.as_str().cmp(name))
+            .ok()
+            .map(|i| self.0[i].1.as_str())
+    }
+
+    /// Sets a label (an empty value removes it).
+    pub fn set(&mut self, name: &str, value: &str) {
+        match self.0.binary_search_by(|(n, _)| n.as_str().cmp(name)) {
+            Ok(i) if value.is_empty() => {
+                self.0.remove(i);
+            }
+            Ok(i) => self.0[i].1 = value.to_string(),
+            Err(_) if value.is_empty() => {}
+            Err(i) => self.0.insert(i, (name.to_string(), value.to_string())),
+        }
+    }
+
+    pub fn remove(&mut self, name: &str) {
+        self.set(name, "");
+    }
+
+    pub fn without_name(&self) -> Labels {
+        let mut l = self.clone();
+        l.remove(NAME);
+        l
+    }
+
+    /// Whether every matcher matches (a missing label is the empty value).
+    pub fn matches(&self, matchers: &[Matcher]) -> bool {
+        matchers.iter().all(|m| m.is_match(self.get(&m.name).unwrap_or("")))
+    }
+}
+
+impl std::fmt::Display for Labels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{{")?;
+        for (i, (k, v)) in self.0.iter().enumerate() {
+            if i > 0 {
+                write!(f, ", ")?;
+            }
+            write!(f, "{k}={v:?}")?;
+        }
+        write!(f, "}}")
+    }
+}
+
+/// The metric name label.
+pub const NAME: &str = "__name__";
+
+/// One series: labels and samples `(milliseconds, value)`, ascending by
+/// time, one per timestamp.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Series {
+    pub labels: Labels,
+    pub samples: Vec<(i64, f64)>,
+}
+
+/// Where the evaluator reads series from.
+pub trait SeriesSource {
+    /// Every series matching all `matchers` with its samples in
+    /// `[start, end]` (milliseconds, both inclusive), each ascending by
+    /// time with one sample per timestamp. A series without samples there
+    /// may be left out.
+    fn select(&self, matchers: &[Matcher], start: i64, end: i64) -> Result<Vec<Series>, String>;
+}
+
+/// A failure, as the Prometheus API reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Error {
+    /// The request is wrong: a syntax error, an unknown function, a bad
+    /// parameter (HTTP 400, `bad_data`).
+    BadData(String),
+    /// The query could not be evaluated: e.g. many-to-many matching (HTTP
+    /// 422, `execution`).
+    Execution(String),
+    /// Reading the series failed (HTTP 500, `internal`).
+    Internal(String),
+}
+
+impl Error {
+    pub fn message(&self) -> &str {
+        match self {
+            Error::BadData(m) | Error::Execution(m) | Error::Internal(m) => m,
+        }
+    }
+    pub fn error_type(&self) -> &'static str {
+        match self {
+            Error::BadData(_) => "bad_data",
+            Error::Execution(_) => "execution",
+            Error::Internal(_) => "internal",
+        }
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// The bit pattern Prometheus writes to mark a series stale.
+pub const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
+
+pub fn is_stale_nan(v: f64) -> bool {
+    v.to_bits() == STALE_NAN_BITS
+}
+
+#[cfg(test)]
+mod tests;
+
+/// Formats a float as Go's `strconv.FormatFloat(v, 'f', -1, 64)`, as
+/// Prometheus writes values (and `le`, `quantile`, `count_values` labels).
+pub fn format_float(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v == f64::INFINITY {
+        "+Inf".into()
+    } else if v == f64::NEG_INFINITY {
+        "-Inf".into()
+    } else {
+        format!("{v}")
+    }
+}
