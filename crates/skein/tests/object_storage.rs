@@ -399,6 +399,21 @@ fn parts_live_in_the_bucket_and_a_restart_without_local_copies_serves_everything
     assert!(st["cache_hits"].as_u64().unwrap() > 0, "{st}");
 }
 
+/// Runs `skein serve` with `flags`, which must refuse to start; what it said.
+fn refused_start(data: &Path, flags: &[String]) -> String {
+    let out = Command::new(common::bin())
+        .arg("serve")
+        .args(["--data-dir", data.to_str().unwrap()])
+        .args(["--otlp-grpc-addr", &format!("127.0.0.1:{}", free_port())])
+        .args(["--otlp-http-addr", &format!("127.0.0.1:{}", free_port())])
+        .args(["--api-addr", &format!("127.0.0.1:{}", free_port())])
+        .args(flags)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "skein serve started with {flags:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 #[test]
 fn a_second_writer_on_the_same_prefix_is_refused() {
     let moto = Moto::start();
@@ -406,17 +421,7 @@ fn a_second_writer_on_the_same_prefix_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let flags = storage_flags(&moto.url(), "shared", &[]);
     let _first = start(&dir.path().join("a"), &flags);
-    let out = Command::new(common::bin())
-        .arg("serve")
-        .args(["--data-dir", dir.path().join("b").to_str().unwrap()])
-        .args(["--otlp-grpc-addr", &format!("127.0.0.1:{}", free_port())])
-        .args(["--otlp-http-addr", &format!("127.0.0.1:{}", free_port())])
-        .args(["--api-addr", &format!("127.0.0.1:{}", free_port())])
-        .args(&flags)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused_start(&dir.path().join("b"), &flags);
     assert!(
         err.contains("is written by another skein") && err.contains("s3://skein-test/shared"),
         "{err}"
@@ -433,17 +438,7 @@ fn a_second_writer_on_the_same_prefix_is_refused() {
     ] {
         let mut flags = storage_flags(&endpoint, "x", &[]);
         flags[1] = bucket_url.to_string();
-        let out = Command::new(common::bin())
-            .arg("serve")
-            .args(["--data-dir", dir.path().join("c").to_str().unwrap()])
-            .args(["--otlp-grpc-addr", &format!("127.0.0.1:{}", free_port())])
-            .args(["--otlp-http-addr", &format!("127.0.0.1:{}", free_port())])
-            .args(["--api-addr", &format!("127.0.0.1:{}", free_port())])
-            .args(&flags)
-            .output()
-            .unwrap();
-        assert!(!out.status.success());
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = refused_start(&dir.path().join("c"), &flags);
         assert!(err.contains(needle), "{bucket_url} at {endpoint}: {err}");
     }
 }
