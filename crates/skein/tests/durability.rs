@@ -43,8 +43,11 @@ fn parse(text: &str) -> Vec<Call> {
     let mut open: HashMap<u32, (String, String, f64)> = HashMap::new();
     let mut out = Vec::new();
     for line in text.lines() {
-        let mut it = line.splitn(3, ' ');
-        let (Some(tid), Some(ts), Some(rest)) = (it.next(), it.next(), it.next()) else {
+        // strace pads the thread id (`4515  1796…`): split on runs of spaces.
+        let Some((tid, rest)) = line.trim_start().split_once(' ') else {
+            continue;
+        };
+        let Some((ts, rest)) = rest.trim_start().split_once(' ') else {
             continue;
         };
         let (Ok(tid), Ok(ts)) = (tid.trim().parse::<u32>(), ts.parse::<f64>()) else {
@@ -96,11 +99,15 @@ fn is_wal(c: &Call) -> bool {
     c.target.contains("/wal/") && c.target.contains(".wal")
 }
 
-/// A `200` answer written on a connection to the OTLP/HTTP port.
+/// A `200` OTLP/HTTP answer (protobuf, unlike `/readyz`'s JSON) written
+/// on a connection to the OTLP/HTTP port. strace names a socket's
+/// addresses only when its socket-diagnostics query succeeds, so an
+/// undecoded socket (`socket:[inode]`) counts too.
 fn is_ack(c: &Call, port: u16) -> bool {
     matches!(c.name.as_str(), "write" | "writev" | "sendto" | "sendmsg")
-        && c.target.contains(&format!("127.0.0.1:{port}->"))
+        && (c.target.contains(&format!("127.0.0.1:{port}->")) || c.target.contains("socket:["))
         && c.args.contains("HTTP/1.1 200")
+        && c.args.contains("x-protobuf")
 }
 
 /// `skein serve` under strace; the trace is complete once it has stopped.
@@ -116,7 +123,7 @@ impl Traced {
         let trace = dir.join("trace.txt");
         let (g, h, a) = (free_port(), free_port(), free_port());
         let strace = Command::new("strace")
-            .args(["-f", "-qq", "-ttt", "-T", "-yy", "-s", "16", "-o"])
+            .args(["-f", "-qq", "-ttt", "-T", "-yy", "-s", "160", "-o"])
             .arg(&trace)
             .args([
                 "-e",
