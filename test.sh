@@ -20,6 +20,12 @@ if ! command -v strace >/dev/null; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends strace >/dev/null
 fi
+# The openssl CLI makes the self-signed certificates of the TLS tests
+# (crates/skein/tests/tls.rs).
+if ! command -v openssl >/dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssl >/dev/null
+fi
 # Headless Chromium for the web UI's browser test (crates/skein/tests/ui.rs),
 # driven by playwright-core from tests/conformance/package.json.
 if [ ! -x /usr/bin/chromium ]; then

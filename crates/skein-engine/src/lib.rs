@@ -67,6 +67,7 @@ pub mod validate;
 #[doc(hidden)]
 pub mod wal;
 
+pub use engine::erasure;
 pub use engine::{
     Clock, CompactionOptions, Engine, EngineOptions, EngineStats, IngestReport, MinFreeDisk, OnDiskFull, Retention,
     RetentionReport, RetentionStats, TraceResult,

@@ -95,6 +95,15 @@ impl LocalStore {
         })
     }
 
+    /// A store over `root` that changes nothing on opening (no directories
+    /// made, no temporary files removed): for offline checks beside a
+    /// running server (`skein verify --erasure`).
+    pub fn read_only(root: &Path) -> LocalStore {
+        LocalStore {
+            root: root.to_path_buf(),
+        }
+    }
+
     fn path(&self, name: &str) -> PathBuf {
         self.root.join(name)
     }

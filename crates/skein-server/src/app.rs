@@ -28,6 +28,8 @@ pub struct App {
     /// The tokens in force (replaced on SIGHUP).
     tokens: std::sync::RwLock<Option<Arc<crate::auth::TokenSet>>>,
     pub auth_failures: crate::auth::FailureLimiter,
+    /// Admin actions (see `audit`).
+    pub audit: crate::audit::AuditLog,
 }
 
 /// Why the server is not ready (what `/readyz` reports).
@@ -86,7 +88,12 @@ impl App {
     pub fn new(config: ServerConfig) -> Self {
         let admission = Admission::new(config.max_inflight_bytes);
         let tokens = std::sync::RwLock::new(config.tokens.clone());
+        let audit_path = config
+            .audit_log
+            .clone()
+            .unwrap_or_else(|| config.data_dir.join("audit.log"));
         App {
+            audit: crate::audit::AuditLog::new(audit_path),
             tokens,
             auth_failures: Default::default(),
             config,

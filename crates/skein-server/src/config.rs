@@ -71,6 +71,12 @@ pub struct ServerConfig {
     /// Also drop the oldest parts below it.
     #[serde(skip)]
     pub on_disk_full: skein_engine::OnDiskFull,
+    /// TLS on every port (`--tls-cert`, `--tls-key`); none: plain TCP.
+    #[serde(skip)]
+    pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    /// Where admin actions are appended (`--audit-log`; none:
+    /// `DATA_DIR/audit.log`).
+    pub audit_log: Option<PathBuf>,
 }
 
 pub const DEFAULT_OTLP_GRPC: &str = "127.0.0.1:4317";
@@ -106,6 +112,8 @@ impl ServerConfig {
             retention_interval: Duration::from_secs(60),
             min_free_disk: skein_engine::MinFreeDisk::Auto,
             on_disk_full: skein_engine::OnDiskFull::Refuse,
+            tls: None,
+            audit_log: None,
         }
     }
 }

@@ -5,6 +5,7 @@
 mod admission;
 pub mod api;
 pub mod app;
+pub mod audit;
 pub mod auth;
 pub mod body;
 pub mod config;
@@ -20,6 +21,7 @@ pub mod otlp_http;
 pub mod prometheus;
 pub mod serve;
 mod spans_api;
+pub mod tls;
 pub mod ui;
 
 pub use config::ServerConfig;

@@ -89,6 +89,8 @@ pub struct Metrics {
     pub rejected_records: CounterFamily,
     pub rejected_requests: CounterFamily,
     pub auth_failures: CounterFamily,
+    /// Audit log lines that could not be written (see `audit`).
+    pub audit_failures: std::sync::atomic::AtomicU64,
     pub ingest_latency: Histogram,
     pub query_latency: Mutex<BTreeMap<String, std::sync::Arc<Histogram>>>,
     pub started: Option<Instant>,
@@ -109,6 +111,10 @@ impl Metrics {
             crate::auth::Refusal::Throttled => "reason=\"throttled\"",
         };
         self.auth_failures.add(reason, 1);
+    }
+
+    pub fn audit_failure(&self) {
+        self.audit_failures.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn observe_query(&self, endpoint: &str, secs: f64) {
@@ -152,6 +158,11 @@ impl Metrics {
             &mut out,
             "skein_auth_failures_total",
             "Requests refused by authentication: unknown or missing token, missing scope, or throttled after too many failures.",
+        );
+        let _ = writeln!(
+            out,
+            "# HELP skein_audit_log_failures_total Admin actions whose audit log line could not be written.\n# TYPE skein_audit_log_failures_total counter\nskein_audit_log_failures_total {}",
+            self.audit_failures.load(Ordering::Relaxed)
         );
         let _ = writeln!(
             out,

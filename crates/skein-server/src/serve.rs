@@ -82,8 +82,11 @@ pub fn api_router_with_mcp(app: Arc<App>) -> Router {
     let mcp = crate::mcp::SkeinMcp::new(crate::mcp::backend::InProcess::new(api.clone()), options);
     // Tokens are checked once, outside: MCP's in-process calls to the API
     // are on behalf of a request already admitted.
+    // The audit log is outside the token check: refused admin attempts
+    // are recorded too.
     api.merge(crate::mcp::transport::router(mcp, bind))
-        .layer(axum::middleware::from_fn_with_state(app, crate::gate::require))
+        .layer(axum::middleware::from_fn_with_state(app.clone(), crate::gate::require))
+        .layer(axum::middleware::from_fn_with_state(app, crate::audit::middleware))
 }
 
 /// The router of the OTLP/HTTP port.
@@ -105,10 +108,22 @@ async fn reload_tokens_on_hangup(app: Arc<App>) {
             return;
         };
         while hup.recv().await.is_some() {
-            match app.reload_tokens() {
-                Ok(n) => tracing::info!("SIGHUP: {n} tokens in force"),
-                Err(e) => tracing::error!("SIGHUP: the tokens in force stay as they were: {e}"),
-            }
+            let mut entry = match app.reload_tokens() {
+                Ok(n) => {
+                    tracing::info!("SIGHUP: {n} tokens in force");
+                    let mut e = crate::audit::Entry::now("reload tokens", "ok");
+                    e.summary = format!("{n} tokens in force");
+                    e
+                }
+                Err(err) => {
+                    tracing::error!("SIGHUP: the tokens in force stay as they were: {err}");
+                    let mut e = crate::audit::Entry::now("reload tokens", "error");
+                    e.summary = format!("the tokens in force stay as they were: {err}");
+                    e
+                }
+            };
+            entry.who = Some("SIGHUP".into());
+            crate::audit::record(&app, entry).await;
         }
     }
     #[cfg(not(unix))]
@@ -152,41 +167,84 @@ pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()> + Send
         let _ = rx.wait_for(|s| *s).await;
     };
 
-    let api_server = tokio::spawn(
-        axum::serve(
-            api.tap_io(|c| no_delay(c)),
-            api_router_with_mcp(app.clone()).into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(stopped(stop_rx.clone()))
-        .into_future(),
-    );
-    let http_server = tokio::spawn(
-        axum::serve(
-            otlp_http.tap_io(|c| no_delay(c)),
-            otlp_http_router(app.clone()).into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(stopped(stop_rx.clone()))
-        .into_future(),
-    );
-    let grpc_routes = crate::otlp_grpc::router(app.clone());
-    let grpc_stop = stopped(stop_rx.clone());
-    let grpc_server = tokio::spawn(async move {
-        tonic::transport::Server::builder()
-            .concurrency_limit_per_connection(64)
-            .add_routes(grpc_routes)
-            .serve_with_incoming_shutdown(
-                tokio_stream::StreamExt::map(tokio_stream::wrappers::TcpListenerStream::new(grpc), |conn| {
-                    conn.inspect(no_delay)
-                }),
-                grpc_stop,
-            )
-            .await
-    });
+    let (api_server, http_server, grpc_server) = match config.tls.clone() {
+        None => {
+            let api_server = tokio::spawn(
+                axum::serve(
+                    api.tap_io(|c| no_delay(c)),
+                    api_router_with_mcp(app.clone()).into_make_service_with_connect_info::<SocketAddr>(),
+                )
+                .with_graceful_shutdown(stopped(stop_rx.clone()))
+                .into_future(),
+            );
+            let http_server = tokio::spawn(
+                axum::serve(
+                    otlp_http.tap_io(|c| no_delay(c)),
+                    otlp_http_router(app.clone()).into_make_service_with_connect_info::<SocketAddr>(),
+                )
+                .with_graceful_shutdown(stopped(stop_rx.clone()))
+                .into_future(),
+            );
+            let grpc_routes = crate::otlp_grpc::router(app.clone());
+            let grpc_stop = stopped(stop_rx.clone());
+            let grpc_server = tokio::spawn(async move {
+                tonic::transport::Server::builder()
+                    .concurrency_limit_per_connection(64)
+                    .add_routes(grpc_routes)
+                    .serve_with_incoming_shutdown(
+                        tokio_stream::StreamExt::map(tokio_stream::wrappers::TcpListenerStream::new(grpc), |conn| {
+                            conn.inspect(no_delay)
+                        }),
+                        grpc_stop,
+                    )
+                    .await
+                    .map_err(|e| e.to_string())
+            });
+            (api_server, http_server, grpc_server)
+        }
+        Some(tls) => {
+            let tls_listener = |l: TcpListener| {
+                crate::tls::TlsListener::new(l, tls.clone())
+                    .map_err(|e| ServeError::Other(format!("TLS listener: {e}")))
+            };
+            // `tap_io` (doing nothing: the accept loop set TCP_NODELAY)
+            // gives the routers the peer's address as `ConnectInfo`.
+            let api_server = tokio::spawn(
+                axum::serve(
+                    tls_listener(api)?.tap_io(|_| {}),
+                    api_router_with_mcp(app.clone()).into_make_service_with_connect_info::<SocketAddr>(),
+                )
+                .with_graceful_shutdown(stopped(stop_rx.clone()))
+                .into_future(),
+            );
+            let http_server = tokio::spawn(
+                axum::serve(
+                    tls_listener(otlp_http)?.tap_io(|_| {}),
+                    otlp_http_router(app.clone()).into_make_service_with_connect_info::<SocketAddr>(),
+                )
+                .with_graceful_shutdown(stopped(stop_rx.clone()))
+                .into_future(),
+            );
+            let grpc_routes = crate::otlp_grpc::router(app.clone());
+            let grpc_stop = stopped(stop_rx.clone());
+            let incoming = tls_listener(grpc)?.into_stream();
+            let grpc_server = tokio::spawn(async move {
+                tonic::transport::Server::builder()
+                    .concurrency_limit_per_connection(64)
+                    .add_routes(grpc_routes)
+                    .serve_with_incoming_shutdown(incoming, grpc_stop)
+                    .await
+                    .map_err(|e| e.to_string())
+            });
+            (api_server, http_server, grpc_server)
+        }
+    };
     if app.config.auth_tokens.is_some() {
         tokio::spawn(reload_tokens_on_hangup(app.clone()));
     }
     tracing::info!(
-        "listening: OTLP/gRPC {}, OTLP/HTTP {}, API {}",
+        "listening{}: OTLP/gRPC {}, OTLP/HTTP {}, API {}",
+        if config.tls.is_some() { " (TLS)" } else { "" },
         addrs.0.map(|a| a.to_string()).unwrap_or_default(),
         addrs.1.map(|a| a.to_string()).unwrap_or_default(),
         addrs.2.map(|a| a.to_string()).unwrap_or_default()

@@ -147,6 +147,18 @@ pub struct ServeArgs {
     /// met) [default: refuse].
     #[arg(long, env = "SKEIN_ON_DISK_FULL", value_name = "POLICY")]
     on_disk_full: Option<String>,
+    /// TLS on every port (API, OTLP/HTTP, OTLP/gRPC): the certificate
+    /// chain, PEM. Needs --tls-key; a file that cannot be read or parsed
+    /// refuses to start.
+    #[arg(long, env = "SKEIN_TLS_CERT", value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert, PEM (PKCS#8, RSA or EC).
+    #[arg(long, env = "SKEIN_TLS_KEY", value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+    /// Where admin actions (erasures, token reloads, anything needing the
+    /// admin scope) are appended as JSON lines [default: DATA_DIR/audit.log].
+    #[arg(long, env = "SKEIN_AUDIT_LOG", value_name = "FILE")]
+    audit_log: Option<PathBuf>,
     /// Seconds shutdown waits for in-flight requests [default: 30].
     #[arg(long, env = "SKEIN_SHUTDOWN_TIMEOUT", value_name = "SECS")]
     shutdown_timeout: Option<u64>,
@@ -189,6 +201,9 @@ struct FileConfig {
     retention_interval: Option<String>,
     min_free_disk: Option<String>,
     on_disk_full: Option<String>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    audit_log: Option<PathBuf>,
     log: Option<String>,
 }
 
@@ -431,6 +446,16 @@ fn build_config(args: &ServeArgs) -> Result<(ServerConfig, String), String> {
     if let Some(s) = args.shutdown_timeout.or(file.shutdown_timeout) {
         c.shutdown_timeout = Duration::from_secs(s);
     }
+    c.tls = match (
+        args.tls_cert.clone().or(file.tls_cert),
+        args.tls_key.clone().or(file.tls_key),
+    ) {
+        (Some(cert), Some(key)) => Some(skein_server::tls::load(&cert, &key)?),
+        (Some(_), None) => return Err("--tls-cert needs --tls-key (the certificate's private key, PEM)".into()),
+        (None, Some(_)) => return Err("--tls-key needs --tls-cert (the certificate chain, PEM)".into()),
+        (None, None) => None,
+    };
+    c.audit_log = args.audit_log.clone().or(file.audit_log);
     let log = args.log.clone().or(file.log).unwrap_or_else(|| "info".into());
     Ok((c, log))
 }

@@ -141,6 +141,20 @@ impl Inner {
     /// `floor` (retention; 0 keeps all). The output must keep a row: the
     /// caller makes sure one is at or past `floor`.
     pub(super) fn rewrite<R: Stored>(&self, inputs: &[Arc<Part>], floor: u64, level: u32) -> Result<Arc<Part>> {
+        self.rewrite_with::<R>(inputs, floor, level, None)
+    }
+
+    /// [`rewrite`](Inner::rewrite) also leaving out the rows `erase` picks
+    /// (an erasure). Then the output's full-text index is built from the
+    /// rows kept rather than merged from the inputs', so no term of an
+    /// erased row survives in its dictionary.
+    pub(super) fn rewrite_with<R: Stored>(
+        &self,
+        inputs: &[Arc<Part>],
+        floor: u64,
+        level: u32,
+        erase: Option<&dyn Fn(&R) -> bool>,
+    ) -> Result<Arc<Part>> {
         let meta = PartMeta {
             min_seq: inputs.iter().map(|p| p.meta.min_seq).min().unwrap_or(0),
             max_seq: inputs.iter().map(|p| p.meta.max_seq).max().unwrap_or(0),
@@ -159,14 +173,14 @@ impl Inner {
         // otherwise (full text turned on later, a damaged or missing file)
         // the output's is built from its rows, which heals it.
         let texts: Option<Vec<&PartTextIndex>> = inputs.iter().map(|p| p.text_index()).collect();
-        let texts = texts.filter(|_| self.opts.full_text);
+        let texts = texts.filter(|_| self.opts.full_text && erase.is_none());
         if self.opts.full_text && texts.is_none() {
             // Every payload a part references is in a pack (flush writes the
             // pack first), and garbage collection runs between merges.
             writer = writer.with_text_index(Some(self.payload_text(Vec::new())));
             self.text_index_rebuilds.fetch_add(1, Ordering::Relaxed);
         }
-        let maps = merge_into(inputs, &shadowed, floor, &mut writer)?;
+        let maps = merge_into(inputs, &shadowed, floor, erase, &mut writer)?;
         if let Some(texts) = texts {
             let pairs: Vec<(&PartTextIndex, &RowMap)> = texts.into_iter().zip(&maps).collect();
             // Written before the part is committed, like a built index (see
@@ -235,13 +249,15 @@ impl<R: Stored> Input<R> {
     }
 }
 
-/// Merges `inputs` into `w`, leaving out rows older than `floor`, and
+/// Merges `inputs` into `w`, leaving out rows older than `floor` and those
+/// `erase` picks, and
 /// returns what became of each input's rows (for merging their text
 /// indexes: a row left out maps to none).
 fn merge_into<R: Stored>(
     inputs: &[Arc<Part>],
     shadowed: &HashSet<(usize, u32)>,
     floor: u64,
+    erase: Option<&dyn Fn(&R) -> bool>,
     w: &mut PartWriter<R>,
 ) -> Result<Vec<RowMap>> {
     let mut maps = vec![RowMap::new(); inputs.len()];
@@ -269,7 +285,7 @@ fn merge_into<R: Stored>(
         if let Some(next) = input.peek()? {
             heap.push(Reverse((next.time(), next.key(), Reverse(i))));
         }
-        if time < floor || last == Some((time, key)) || shadowed.contains(&(i, row)) {
+        if time < floor || last == Some((time, key)) || shadowed.contains(&(i, row)) || erase.is_some_and(|e| e(&r)) {
             continue;
         }
         last = Some((time, key));

@@ -30,6 +30,18 @@ use crate::payload::{self, GcReport, PayloadRef};
 
 impl Inner {
     pub(super) fn collect_payload_garbage(&self) -> Result<GcReport> {
+        self.collect_payload_garbage_with(false)
+    }
+
+    /// [`collect_payload_garbage`](Inner::collect_payload_garbage) that
+    /// rewrites every pack holding a forgotten payload, however little of
+    /// it is garbage: after an erasure, no byte of an erased payload may
+    /// stay in a pack.
+    pub(super) fn collect_payload_garbage_forced(&self) -> Result<GcReport> {
+        self.collect_payload_garbage_with(true)
+    }
+
+    fn collect_payload_garbage_with(&self, force: bool) -> Result<GcReport> {
         let mut report = GcReport::default();
         let packs = {
             let _no_ingest = self.payload_gate.write();
@@ -56,7 +68,7 @@ impl Inner {
             self.payloads.forget_all_but(&live, &mut report)
         };
         for pack in packs {
-            self.payloads.compact_pack(pack, &mut report)?;
+            self.payloads.compact_pack(pack, force, &mut report)?;
         }
         if report.removed > 0 {
             tracing::info!(

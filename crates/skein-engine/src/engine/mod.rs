@@ -48,6 +48,7 @@
 //! takes an earlier lock while holding a later one, so none can deadlock.
 
 mod compact;
+pub mod erasure;
 mod gc;
 mod recovery;
 mod retention;
@@ -294,6 +295,9 @@ impl Engine {
             inner,
             threads: Mutex::new(Vec::new()),
         };
+        // A pending erasure (a crash cut it short) is finished before the
+        // engine answers anything: no query may see what it erases.
+        engine.inner.finish_pending_erasures()?;
         if engine.inner.opts.background {
             engine.spawn_background()?;
         }
@@ -691,6 +695,18 @@ impl Engine {
     pub fn enforce_retention(&self) -> Result<RetentionReport> {
         self.inner
             .tracked(FaultKind::Retention, || self.inner.enforce_retention())
+    }
+
+    /// Erases every record matching `criteria` from every file (see
+    /// [`erasure`]): accepted durably first, then run; returns the
+    /// completed receipt.
+    pub fn erase(&self, criteria: erasure::ErasureCriteria) -> Result<erasure::ErasureReceipt> {
+        self.inner.request_erasure(criteria)
+    }
+
+    /// The receipt of erasure `id`, if there is one.
+    pub fn erasure(&self, id: &str) -> Result<Option<erasure::ErasureReceipt>> {
+        erasure::read_receipt(&self.inner.opts.data_dir, id)
     }
 
     /// Merges parts until no more merges apply, synchronously. A failure is

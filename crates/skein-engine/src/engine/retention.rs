@@ -538,7 +538,7 @@ impl Inner {
 
     /// Removes a part from the state, then its files (see the module's
     /// crash safety); returns its bytes.
-    fn drop_part(&self, signal: Signal, p: &Arc<Part>) -> Result<u64> {
+    pub(super) fn drop_part(&self, signal: Signal, p: &Arc<Part>) -> Result<u64> {
         let bytes = p.file_bytes();
         {
             let mut st = self.state.write();

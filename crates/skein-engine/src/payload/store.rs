@@ -154,10 +154,11 @@ impl PayloadStore {
     }
 
     /// Rewrites pack `id` without its garbage if at least half of its
-    /// bytes are garbage (deletes it if all are). Crash safety: the new
+    /// bytes are garbage, or if `force` (an erasure: any garbage); deletes
+    /// it if all are. Crash safety: the new
     /// pack is committed before the old one is deleted; a crash between
     /// leaves both, and the next open indexes a payload from either.
-    pub fn compact_pack(&self, id: u64, report: &mut GcReport) -> Result<()> {
+    pub fn compact_pack(&self, id: u64, force: bool, report: &mut GcReport) -> Result<()> {
         let (src, live, len) = {
             let ix = self.index.read();
             let Some(pack) = ix.packs.get(&id) else { return Ok(()) };
@@ -165,7 +166,7 @@ impl PayloadStore {
             (pack.src.clone(), live, pack.src.len())
         };
         let live_bytes: u64 = live.iter().map(|e| e.zlen as u64).sum();
-        if !live.is_empty() && live_bytes * 2 > len {
+        if !live.is_empty() && live_bytes * 2 > len && !force {
             return Ok(());
         }
         let name = pack::pack_name(id);

@@ -3,6 +3,8 @@
 //! unknown parameters refused by name. `explain=true` adds the engine's
 //! account of how it answered.
 
+mod audit;
+mod erasures;
 mod export;
 mod handlers;
 mod llm;
@@ -199,6 +201,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/payloads/{ref}"),
     ("GET", "/api/v1/tail"),
     ("GET", "/api/v1/openapi.json"),
+    ("GET", "/api/v1/audit"),
+    ("POST", "/api/v1/erasures"),
+    ("GET", "/api/v1/erasures/{id}"),
 ];
 
 pub fn routes() -> Router<Arc<App>> {
@@ -226,6 +231,9 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/v1/payloads/{ref}", get(payloads::get_payload))
         .route("/api/v1/tail", get(tail::tail))
         .route("/api/v1/openapi.json", get(openapi::document))
+        .route("/api/v1/audit", get(audit::list))
+        .route("/api/v1/erasures", axum::routing::post(erasures::post))
+        .route("/api/v1/erasures/{id}", get(erasures::get))
         .fallback(|| async { ApiError::not_found("no such endpoint; see /api/v1/openapi.json".into()) })
 }
 

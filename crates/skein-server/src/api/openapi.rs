@@ -241,6 +241,15 @@ pub fn spec() -> Value {
                                param("status", "unset, ok or error."), param("severity", "Minimum log severity.")],
                 "responses": {"200": {"description": "text/event-stream"}}}},
             "/api/v1/openapi.json": {"get": {"summary": "This document.", "responses": {"200": {"description": "OpenAPI 3.1"}}}},
+            "/api/v1/audit": {"get": op("The audit log (admin): admin actions, oldest first.", vec![
+                    param("limit", "The last N entries (default 100, at most 10000)."),
+                ], "{path, entries: [{time, who, client, action, summary, outcome, status}]}")},
+            "/api/v1/erasures": {"post": {"summary": "Erase (admin) every record matching all the criteria given: {trace_id?, session_id?, attributes?: {KEY: VALUE}, since?, until?} from every file (parts, payloads, full-text index, WAL). Answers once done.",
+                "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}},
+                "responses": {"200": {"description": "{id, status, counts: {spans, logs, metrics}}"}, "400": {"description": "Bad or missing criteria, named."}}}},
+            "/api/v1/erasures/{id}": {"get": op("The receipt of an erasure (admin): criteria (values as keyed hashes), counts, files rewritten, started and completed times, digest.",
+                vec![path_param("id", "The erasure id.")],
+                "{id, status, criteria, counts, files_rewritten: [{removed, written, blake3}], payloads_removed, payload_packs_rewritten, requested_at, started_at, completed_at, digest}")},
         }
     })
 }

@@ -25,6 +25,10 @@ pub fn required_scope(method: &Method, path: &str, metrics_public: bool) -> Opti
         "/v1/traces" | "/v1/logs" | "/v1/metrics" => Some(Scope::Ingest),
         "/api/v1/spans" | "/api/v1/scores" if method == Method::POST => Some(Scope::Ingest),
         "/prometheus/api/v1/write" => Some(Scope::Ingest),
+        // Erasures and their receipts (which name what was erased), and
+        // the audit log.
+        "/api/v1/erasures" | "/api/v1/audit" => Some(Scope::Admin),
+        p if p.starts_with("/api/v1/erasures/") => Some(Scope::Admin),
         _ => Some(Scope::Read),
     }
 }
@@ -101,6 +105,9 @@ mod tests {
             Some(Scope::Read)
         );
         assert_eq!(required_scope(&get, "/", false), Some(Scope::Read));
+        assert_eq!(required_scope(&post, "/api/v1/erasures", false), Some(Scope::Admin));
+        assert_eq!(required_scope(&get, "/api/v1/erasures/e1", false), Some(Scope::Admin));
+        assert_eq!(required_scope(&get, "/api/v1/audit", false), Some(Scope::Admin));
     }
 
     #[test]

@@ -127,28 +127,61 @@ pub fn root_cause(e: &dyn std::error::Error) -> String {
     cur.to_string()
 }
 
-/// The `--server` URL, checked: an `http://` URL that can take a path.
+/// The `--server` URL, checked: an `http://` or `https://` URL that can
+/// take a path.
 pub fn server_url(server: &str) -> CliResult<Url> {
     let base = Url::parse(server).map_err(|e| {
         CliError::usage(format!(
             "--server {server:?} is not a URL ({e}); e.g. http://127.0.0.1:7700"
         ))
     })?;
-    if base.scheme() != "http" || base.cannot_be_a_base() {
+    if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
         return Err(CliError::usage(format!(
-            "--server {server:?}: use an http:// URL, e.g. http://127.0.0.1:7700"
+            "--server {server:?}: use an http:// or https:// URL, e.g. http://127.0.0.1:7700"
         )));
     }
     Ok(base)
+}
+
+/// The `--ca-cert` file: PEM certificates to trust for an `https://`
+/// server besides the system's roots (a self-signed server certificate,
+/// a private CA).
+pub fn ca_certificates(path: &std::path::Path) -> CliResult<Vec<reqwest::Certificate>> {
+    let pem = std::fs::read(path).map_err(|e| CliError::usage(format!("--ca-cert {}: {e}", path.display())))?;
+    let certs = reqwest::Certificate::from_pem_bundle(&pem)
+        .map_err(|e| CliError::usage(format!("--ca-cert {}: not PEM certificates ({e})", path.display())))?;
+    if certs.is_empty() {
+        return Err(CliError::usage(format!(
+            "--ca-cert {}: no certificate in it (expected PEM: -----BEGIN CERTIFICATE-----)",
+            path.display()
+        )));
+    }
+    Ok(certs)
 }
 
 impl Client {
     /// A client of the server at `server`; `timeout` bounds each request
     /// (`None`: streams, which may stay open for ever).
     pub fn new(server: &str, token: Option<String>, timeout: Option<Duration>) -> CliResult<Client> {
+        Client::with_ca(server, token, timeout, None)
+    }
+
+    /// [`Client::new`] also trusting the certificates of `ca` (`--ca-cert`).
+    pub fn with_ca(
+        server: &str,
+        token: Option<String>,
+        timeout: Option<Duration>,
+        ca: Option<&std::path::Path>,
+    ) -> CliResult<Client> {
         let base = server_url(server)?;
         let connect = timeout.unwrap_or(Duration::from_secs(10)).min(Duration::from_secs(10));
-        let http = Http::builder()
+        let mut builder = Http::builder();
+        if let Some(path) = ca {
+            for c in ca_certificates(path)? {
+                builder = builder.add_root_certificate(c);
+            }
+        }
+        let http = builder
             .timeout(timeout)
             .connect_timeout(connect)
             .user_agent(concat!("skein-cli/", env!("CARGO_PKG_VERSION")))
@@ -319,6 +352,7 @@ mod tests {
             "http://127.0.0.1:7700/prefix/api/v1/services/a%20b%2Fc/operations?attr.k=v%26w"
         );
         assert!(Client::new("ftp://x", None, None).is_err());
+        assert!(Client::new("https://127.0.0.1:7700", None, None).is_ok());
         assert!(Client::new("not a url", None, None).is_err());
     }
 

@@ -107,7 +107,13 @@ impl Backend for HttpBackend {
 fn serve_stdio(ctx: &Ctx, args: &McpArgs) -> CliResult<Exit> {
     let g = &ctx.global;
     let base = server_url(&g.server)?;
-    let http = reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder();
+    if let Some(path) = &g.ca_cert {
+        for c in super::client::ca_certificates(path)? {
+            builder = builder.add_root_certificate(c);
+        }
+    }
+    let http = builder
         .timeout(g.timeout)
         .connect_timeout(g.timeout.min(Duration::from_secs(10)))
         .user_agent(concat!("skein-mcp/", env!("CARGO_PKG_VERSION")))

@@ -15,6 +15,7 @@
 //! | `waterfall` | the trace waterfall of `get trace --format table` |
 //! | `skill` | `skill install`: the agent skill file |
 //! | `mcp` | `mcp`: the MCP server over stdio, `mcp config` |
+//! | `verify_erasure` | `verify --erasure ID --data-dir DIR`, offline |
 
 pub mod client;
 mod export;
@@ -26,6 +27,7 @@ pub mod output;
 mod query;
 pub mod skill;
 mod stream;
+mod verify_erasure;
 mod waterfall;
 
 use std::time::Duration;
@@ -58,6 +60,16 @@ pub struct GlobalArgs {
         help_heading = "Client options"
     )]
     pub token: Option<String>,
+    /// Trust these PEM certificates (besides the system's roots) for an
+    /// https:// --server: a self-signed certificate or a private CA.
+    #[arg(
+        long,
+        global = true,
+        env = "SKEIN_CA_CERT",
+        value_name = "FILE",
+        help_heading = "Client options"
+    )]
+    pub ca_cert: Option<std::path::PathBuf>,
     /// Output: json (the API's object; NDJSON for streams) or table [default:
     /// table on a terminal, else json]. `get trace` also takes otlp.
     #[arg(
@@ -140,6 +152,10 @@ pub enum Command {
     /// The MCP server over stdio, asking the server at --server (for
     /// agents that start it: `skein mcp config` prints how to register it).
     Mcp(mcp::McpArgs),
+    /// Check a data directory offline, with no server: `--erasure ID`
+    /// checks an erasure's receipt (digest, files, and that no record
+    /// matching its criteria remains).
+    Verify(verify_erasure::VerifyArgs),
 }
 
 /// What a command runs with.
@@ -152,7 +168,12 @@ impl Ctx {
     /// A client with the request timeout (`stream`: none, for `tail -f`).
     pub fn client(&self, stream: bool) -> CliResult<Client> {
         let timeout = if stream { None } else { Some(self.global.timeout) };
-        Client::new(&self.global.server, self.global.token.clone(), timeout)
+        Client::with_ca(
+            &self.global.server,
+            self.global.token.clone(),
+            timeout,
+            self.global.ca_cert.as_deref(),
+        )
     }
 }
 
@@ -193,6 +214,7 @@ fn dispatch(command: Command, ctx: &Ctx) -> CliResult<Exit> {
         Command::Tail(a) => stream::tail(ctx, &a),
         Command::Skill(s) => skill::run(ctx, &s),
         Command::Mcp(a) => mcp::run(ctx, &a),
+        Command::Verify(a) => verify_erasure::run(ctx, &a),
     }
 }
 

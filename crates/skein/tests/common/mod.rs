@@ -24,6 +24,8 @@ pub struct Server {
     pub data_dir: PathBuf,
     pub log: PathBuf,
     args: Vec<String>,
+    /// Environment variables of the next start (see `set_env`).
+    env: Vec<(String, String)>,
 }
 
 impl Server {
@@ -52,14 +54,17 @@ impl Server {
             .map(|s| s.to_string())
             .chain(extra.iter().map(|s| s.to_string()))
             .collect();
+            // With --tls-cert every port speaks TLS (tests/tls.rs).
+            let scheme = if extra.contains(&"--tls-cert") { "https" } else { "http" };
             let mut s = Server {
                 child: None,
-                api: format!("http://127.0.0.1:{a}"),
-                otlp_http: format!("http://127.0.0.1:{h}"),
-                grpc: format!("http://127.0.0.1:{g}"),
+                api: format!("{scheme}://127.0.0.1:{a}"),
+                otlp_http: format!("{scheme}://127.0.0.1:{h}"),
+                grpc: format!("{scheme}://127.0.0.1:{g}"),
                 data_dir: data_dir.to_path_buf(),
                 log: data_dir.with_extension("log"),
                 args,
+                env: Vec::new(),
             };
             match s.try_spawn() {
                 Ok(()) => return s,
@@ -87,6 +92,7 @@ impl Server {
             .unwrap();
         let child = Command::new(bin())
             .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env("SKEIN_LOG", "info")
             .stdout(Stdio::null())
             .stderr(log)
@@ -101,7 +107,12 @@ impl Server {
 
     fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(60);
-        let client = reqwest::blocking::Client::new();
+        // Readiness only: a TLS server's certificate is checked by the
+        // tests themselves.
+        let client = reqwest::blocking::Client::builder()
+            .danger_accept_invalid_certs(true)
+            .build()
+            .unwrap();
         while Instant::now() < deadline {
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
                 self.child = None;
@@ -138,6 +149,41 @@ impl Server {
         let mut child = self.child.take().expect("running");
         child.kill().unwrap();
         child.wait().unwrap();
+    }
+
+    /// Sets (`Some`) or removes (`None`) an environment variable for the
+    /// next `restart`.
+    pub fn set_env(&mut self, key: &str, value: Option<&str>) {
+        self.env.retain(|(k, _)| k != key);
+        if let Some(v) = value {
+            self.env.push((key.to_string(), v.to_string()));
+        }
+    }
+
+    /// Starts the binary again without waiting for it to be ready (for a
+    /// start that is expected to die).
+    pub fn spawn_unchecked(&mut self) {
+        assert!(self.child.is_none(), "stop or kill first");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let child = Command::new(bin())
+            .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env("SKEIN_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+    }
+
+    /// Waits for the running binary to exit by itself.
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("running");
+        child.wait().unwrap()
     }
 
     /// Starts again on the same data dir and ports.

@@ -1,0 +1,156 @@
+//! Erasure in the engine: matching records leave every query path and
+//! every part (rewritten or dropped), other records stay, payloads only the
+//! erased records held are collected while shared ones stay, the receipt's
+//! digest and files verify offline, and a tampered receipt does not.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use skein_engine::erasure::{ErasureCriteria, verify_erasure};
+use skein_engine::{AttrFilter, AttrScope, Engine, EngineOptions, LogQuery, SpanQuery, TextQuery};
+use skein_model::{AnyValue, KeyValue, LogRecord, Resource, Span, SpanId, TraceId};
+
+const T0: u64 = skein_engine::testdata::END_NS;
+
+fn opts(dir: &Path) -> EngineOptions {
+    let mut o = EngineOptions::new(dir);
+    o.background = false;
+    o.payloads.threshold = 64;
+    o
+}
+
+fn spans(trace: u128, user: &str, n: u64) -> Vec<Span> {
+    (0..n)
+        .map(|i| Span {
+            trace_id: TraceId::from_u128(trace),
+            span_id: SpanId((trace as u64 * 1000 + i + 1).to_be_bytes()),
+            name: "op".into(),
+            start_time_unix_nano: T0 + i * 1_000,
+            end_time_unix_nano: T0 + i * 1_000 + 10,
+            attributes: vec![
+                KeyValue::new("user.id", user),
+                KeyValue::new("prompt", format!("prompt of {user} number {i} ").repeat(10)),
+                KeyValue::new("shared", "the same long system prompt for everyone ".repeat(5)),
+            ],
+            resource: Arc::new(Resource::with_service("svc")),
+            ..Default::default()
+        })
+        .collect()
+}
+
+fn logs(trace: u128, user: &str, n: u64) -> Vec<LogRecord> {
+    (0..n)
+        .map(|i| LogRecord {
+            time_unix_nano: T0 + i,
+            observed_time_unix_nano: T0 + i,
+            severity_number: 9,
+            body: AnyValue::Str(format!("hello from {user} {i}")),
+            attributes: vec![KeyValue::new("user.id", user)],
+            trace_id: Some(TraceId::from_u128(trace)),
+            resource: Arc::new(Resource::with_service("svc")),
+            ..Default::default()
+        })
+        .collect()
+}
+
+fn by_user(e: &Engine, user: &str) -> (usize, usize) {
+    let attributes = vec![AttrFilter::eq(AttrScope::Record, "user.id", user)];
+    let s = e
+        .search_spans(&SpanQuery {
+            attributes: attributes.clone(),
+            limit: 1000,
+            ..Default::default()
+        })
+        .unwrap();
+    let l = e
+        .search_logs(&LogQuery {
+            attributes,
+            limit: 1000,
+            ..Default::default()
+        })
+        .unwrap();
+    (s.records.len(), l.records.len())
+}
+
+#[test]
+fn erasure_removes_matches_everywhere_and_its_receipt_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(opts(dir.path())).unwrap();
+    // Part 1: both users; part 2: only the erased one (dropped whole); hot
+    // tier: both again.
+    let mut a = spans(1, "u123", 5);
+    a.extend(spans(2, "u999", 5));
+    e.ingest_spans(a).unwrap();
+    e.ingest_logs([logs(1, "u123", 3), logs(2, "u999", 3)].concat())
+        .unwrap();
+    e.flush().unwrap();
+    e.ingest_spans(spans(3, "u123", 4)).unwrap();
+    e.flush().unwrap();
+    e.ingest_spans([spans(4, "u123", 2), spans(5, "u999", 2)].concat())
+        .unwrap();
+    assert_eq!(by_user(&e, "u123"), (11, 3));
+    assert_eq!(by_user(&e, "u999"), (7, 3));
+
+    let receipt = e
+        .erase(ErasureCriteria {
+            attributes: [("user.id".to_string(), "u123".to_string())].into(),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(receipt.status, "completed");
+    assert_eq!((receipt.counts.spans, receipt.counts.logs), (11, 3));
+    assert!(receipt.pending_criteria.is_none());
+    assert!(
+        receipt.files_rewritten.iter().any(|f| f.written.is_none()),
+        "{receipt:?}"
+    );
+    assert!(
+        receipt.files_rewritten.iter().any(|f| f.written.is_some()),
+        "{receipt:?}"
+    );
+    assert!(receipt.payloads_removed >= 11, "{receipt:?}");
+    assert_eq!(e.erasure(&receipt.id).unwrap().as_ref(), Some(&receipt));
+
+    assert_eq!(by_user(&e, "u123"), (0, 0));
+    assert_eq!(by_user(&e, "u999"), (7, 3));
+    for t in [1u128, 3, 4] {
+        assert!(e.get_trace(TraceId::from_u128(t)).unwrap().spans.is_empty());
+    }
+    assert_eq!(e.get_trace(TraceId::from_u128(2)).unwrap().spans.len(), 5);
+    let text = |q: &str| {
+        e.search_spans(&SpanQuery {
+            text: Some(TextQuery::parse(q).unwrap()),
+            limit: 100,
+            ..Default::default()
+        })
+        .unwrap()
+        .records
+        .len()
+    };
+    assert_eq!(text("u123"), 0);
+    assert_eq!(text("u999"), 7);
+    // The shared payload stays readable for the records kept.
+    let kept = e.get_trace(TraceId::from_u128(2)).unwrap().spans;
+    let inlined = e.inline_payloads(&*kept[0]).unwrap();
+    let shared = inlined.attributes.iter().find(|kv| kv.key == "shared").unwrap();
+    assert!(matches!(&shared.value, AnyValue::Str(s) if s.starts_with("the same long")));
+
+    let v = verify_erasure(dir.path(), &receipt.id).unwrap();
+    assert!(v.ok, "{v:?}");
+    assert!(v.parts_scanned >= 2 && v.files_checked >= 1, "{v:?}");
+
+    // Records ingested after the erasure are not touched by it, and the
+    // offline check sees them (it can fail).
+    e.ingest_spans(spans(6, "u123", 1)).unwrap();
+    e.flush().unwrap();
+    let v = verify_erasure(dir.path(), &receipt.id).unwrap();
+    assert!(!v.ok && !v.matching_records.is_empty(), "{v:?}");
+
+    // Reopening keeps the receipt; nothing is pending.
+    drop(e);
+    let e = Engine::open(opts(dir.path())).unwrap();
+    assert_eq!(e.erasure(&receipt.id).unwrap().unwrap().status, "completed");
+    assert!(e.erasure("e0000000000000000").unwrap().is_none());
+    assert!(e.erasure("../x").is_err());
+    assert!(e.erase(ErasureCriteria::default()).is_err());
+}
