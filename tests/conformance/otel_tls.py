@@ -50,6 +50,10 @@ def main():
     ap.add_argument("--ca", required=True)
     ap.add_argument("--service", required=True)
     a = ap.parse_args()
+    # requests (the HTTP exporter's client) prefers a CA bundle named in the
+    # environment over the exporter's certificate_file: name ours there too.
+    os.environ["REQUESTS_CA_BUNDLE"] = a.ca
+    os.environ["CURL_CA_BUNDLE"] = a.ca
     ca = open(a.ca, "rb").read()
     exporters = [
         Checked(

@@ -24,36 +24,87 @@ fn repo_root() -> PathBuf {
     root.canonicalize().unwrap_or(root)
 }
 
-/// A self-signed certificate for 127.0.0.1 and localhost: (cert, key).
+/// A test CA and a certificate it signed for 127.0.0.1 and localhost:
+/// (CA certificate, server certificate, server key). Clients trust the CA
+/// (strict verifiers, Python's among them, refuse a self-signed leaf).
 fn self_signed(dir: &Path) -> (PathBuf, PathBuf) {
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    let out = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-        ])
-        .args(["-days", "2", "-subj", "/CN=skein-test"])
-        .args(["-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("the openssl CLI is missing ({e}); ./test.sh installs it (apt-get install openssl)")
-        });
-    assert!(
-        out.status.success(),
-        "openssl req: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (ca, ca_key) = (dir.join("ca.pem"), dir.join("ca.key"));
+    let (cert, key, csr) = (dir.join("cert.pem"), dir.join("key.pem"), dir.join("cert.csr"));
+    let ext = dir.join("ext.cnf");
+    std::fs::write(
+        &ext,
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n",
+    )
+    .unwrap();
+    let openssl = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("the openssl CLI is missing ({e}); ./test.sh installs it (apt-get install openssl)")
+            });
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let s = |x: &str| std::ffi::OsString::from(x);
+    openssl(&[
+        &s("req"),
+        &s("-x509"),
+        &s("-newkey"),
+        &s("ec"),
+        &s("-pkeyopt"),
+        &s("ec_paramgen_curve:prime256v1"),
+        &s("-nodes"),
+        &s("-days"),
+        &s("2"),
+        &s("-subj"),
+        &s("/CN=skein-test-ca"),
+        &s("-keyout"),
+        ca_key.as_os_str(),
+        &s("-out"),
+        ca.as_os_str(),
+    ]);
+    openssl(&[
+        &s("req"),
+        &s("-newkey"),
+        &s("ec"),
+        &s("-pkeyopt"),
+        &s("ec_paramgen_curve:prime256v1"),
+        &s("-nodes"),
+        &s("-subj"),
+        &s("/CN=127.0.0.1"),
+        &s("-keyout"),
+        key.as_os_str(),
+        &s("-out"),
+        csr.as_os_str(),
+    ]);
+    openssl(&[
+        &s("x509"),
+        &s("-req"),
+        &s("-in"),
+        csr.as_os_str(),
+        &s("-CA"),
+        ca.as_os_str(),
+        &s("-CAkey"),
+        ca_key.as_os_str(),
+        &s("-CAcreateserial"),
+        &s("-days"),
+        &s("2"),
+        &s("-extfile"),
+        ext.as_os_str(),
+        &s("-out"),
+        cert.as_os_str(),
+    ]);
     (cert, key)
+}
+
+/// The CA that signed [`self_signed`]'s certificate.
+fn ca_of(cert: &Path) -> PathBuf {
+    cert.with_file_name("ca.pem")
 }
 
 fn trusting(cert: &Path) -> reqwest::blocking::Client {
@@ -95,7 +146,7 @@ fn otel_sdk_exports_over_grpc_and_http_with_tls_and_the_api_answers_over_tls() {
         .arg(repo_root().join("tests/conformance/otel_tls.py"))
         .args(["--grpc", &server.grpc, "--http", &server.otlp_http])
         .arg("--ca")
-        .arg(&cert)
+        .arg(ca_of(&cert))
         .args(["--service", "tls-svc"])
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .stdin(Stdio::null())
@@ -112,7 +163,7 @@ fn otel_sdk_exports_over_grpc_and_http_with_tls_and_the_api_answers_over_tls() {
 
     // Both spans, read back over the TLS API by a client trusting only the
     // test's certificate.
-    let http = trusting(&cert);
+    let http = trusting(&ca_of(&cert));
     let v: serde_json::Value = http
         .get(format!("{}/api/v1/spans?service=tls-svc&limit=10", server.api))
         .send()
@@ -133,7 +184,7 @@ fn otel_sdk_exports_over_grpc_and_http_with_tls_and_the_api_answers_over_tls() {
         "--server",
         &server.api,
         "--ca-cert",
-        cert.to_str().unwrap(),
+        ca_of(&cert).to_str().unwrap(),
         "--format",
         "json",
         "services",

@@ -162,6 +162,7 @@ pub fn ca_certificates(path: &std::path::Path) -> CliResult<Vec<reqwest::Certifi
 impl Client {
     /// A client of the server at `server`; `timeout` bounds each request
     /// (`None`: streams, which may stay open for ever).
+    #[cfg(test)]
     pub fn new(server: &str, token: Option<String>, timeout: Option<Duration>) -> CliResult<Client> {
         Client::with_ca(server, token, timeout, None)
     }
