@@ -380,7 +380,7 @@ pub fn read_receipt(data_dir: &Path, id: &str) -> Result<Option<ErasureReceipt>>
             .map(Some)
             .map_err(|e| Error::corrupt(path.display().to_string(), e.to_string())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io(&format!("read {}", path.display()), e)),
+        Err(e) => Err(Error::io(format!("read {}", path.display()), e)),
     }
 }
 
@@ -390,7 +390,7 @@ fn pending(data_dir: &Path) -> Result<Vec<ErasureReceipt>> {
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io(&format!("list {}", dir.display()), e)),
+        Err(e) => return Err(Error::io(format!("list {}", dir.display()), e)),
     };
     let mut ids: Vec<String> = entries
         .filter_map(|e| e.ok())
@@ -650,7 +650,7 @@ pub fn verify_erasure(data_dir: &Path, id: &str) -> Result<ErasureVerification> 
             Ok(bytes) if blake3::hash(&bytes).to_hex().as_str() == want => v.files_checked += 1,
             Ok(_) => v.files_mismatched.push(name.clone()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => v.files_replaced_since.push(name.clone()),
-            Err(e) => return Err(Error::io(&format!("read {}", parts_dir.join(name).display()), e)),
+            Err(e) => return Err(Error::io(format!("read {}", parts_dir.join(name).display()), e)),
         }
     }
     if parts_dir.is_dir() {
