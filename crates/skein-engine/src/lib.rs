@@ -29,6 +29,7 @@
 //! envelope, storage, fsutil, hash   files, checksums, hashing
 //! ```
 
+pub mod backup;
 mod engine;
 mod error;
 mod health;

@@ -16,6 +16,7 @@ use bytes::Bytes;
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{self, TMP_SUFFIX};
 
+pub mod hold;
 pub mod object;
 
 /// Random-access reads of one stored object.

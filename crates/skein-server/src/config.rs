@@ -71,6 +71,10 @@ pub struct ServerConfig {
     /// Also drop the oldest parts below it.
     #[serde(skip)]
     pub on_disk_full: skein_engine::OnDiskFull,
+    /// Settings for backups to `s3://…` (the `--s3-*` flags, over the
+    /// `AWS_*` environment), whether or not parts live in a bucket.
+    #[serde(skip)]
+    pub backup_bucket_options: Vec<(String, String)>,
 }
 
 pub const DEFAULT_OTLP_GRPC: &str = "127.0.0.1:4317";
@@ -106,6 +110,7 @@ impl ServerConfig {
             retention_interval: Duration::from_secs(60),
             min_free_disk: skein_engine::MinFreeDisk::Auto,
             on_disk_full: skein_engine::OnDiskFull::Refuse,
+            backup_bucket_options: Vec::new(),
         }
     }
 }

@@ -313,6 +313,7 @@ fn build_config(args: &ServeArgs) -> Result<(ServerConfig, String), String> {
         .unwrap_or_else(default_data_dir);
     let mut c = ServerConfig::new(data_dir);
     c.object_storage = object_storage(args, &file, &c.data_dir)?;
+    c.backup_bucket_options = s3_options(args, &file);
     let addr =
         |v: Option<&String>, f: &Option<String>, what: &str, default: std::net::SocketAddr| match v.or(f.as_ref()) {
             None => Ok(default),
@@ -435,23 +436,9 @@ fn build_config(args: &ServeArgs) -> Result<(ServerConfig, String), String> {
     Ok((c, log))
 }
 
-/// `--storage` and its settings, or `None` for local disk only.
-fn object_storage(
-    args: &ServeArgs,
-    file: &FileConfig,
-    data_dir: &std::path::Path,
-) -> Result<Option<skein_engine::ObjectStorageOptions>, String> {
-    let Some(url) = args.storage.clone().or_else(|| file.storage.clone()) else {
-        if args.cache_dir.is_some() || args.cache_size.is_some() {
-            return Err("--cache-dir and --cache-size need --storage s3://BUCKET/PREFIX".into());
-        }
-        return Ok(None);
-    };
-    let cache_bytes = match (&args.cache_size, &file.cache_size) {
-        (Some(s), _) => parse_size(s).map_err(|e| format!("--cache-size: {e}"))?,
-        (None, Some(v)) => toml_size(v).map_err(|e| format!("cache_size in config: {e}"))?,
-        (None, None) => 1 << 30,
-    };
+/// The `--s3-*` settings (and their config file keys), as `object_store`
+/// names them; they go over the `AWS_*` environment.
+fn s3_options(args: &ServeArgs, file: &FileConfig) -> Vec<(String, String)> {
     let mut options = Vec::new();
     let mut set = |key: &str, v: Option<String>| {
         if let Some(v) = v {
@@ -469,6 +456,27 @@ fn object_storage(
     );
     set("aws_access_key_id", args.s3_access_key_id.clone());
     set("aws_secret_access_key", args.s3_secret_access_key.clone());
+    options
+}
+
+/// `--storage` and its settings, or `None` for local disk only.
+fn object_storage(
+    args: &ServeArgs,
+    file: &FileConfig,
+    data_dir: &std::path::Path,
+) -> Result<Option<skein_engine::ObjectStorageOptions>, String> {
+    let Some(url) = args.storage.clone().or_else(|| file.storage.clone()) else {
+        if args.cache_dir.is_some() || args.cache_size.is_some() {
+            return Err("--cache-dir and --cache-size need --storage s3://BUCKET/PREFIX".into());
+        }
+        return Ok(None);
+    };
+    let cache_bytes = match (&args.cache_size, &file.cache_size) {
+        (Some(s), _) => parse_size(s).map_err(|e| format!("--cache-size: {e}"))?,
+        (None, Some(v)) => toml_size(v).map_err(|e| format!("cache_size in config: {e}"))?,
+        (None, None) => 1 << 30,
+    };
+    let options = s3_options(args, file);
     Ok(Some(skein_engine::ObjectStorageOptions {
         remote: skein_engine::RemoteConfig { url, options },
         cache_dir: args

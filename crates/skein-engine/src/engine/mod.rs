@@ -235,6 +235,8 @@ pub(crate) struct Inner {
     me: std::sync::Weak<Inner>,
     opts: EngineOptions,
     store: Arc<dyn PartStore>,
+    /// The same store, for holding removals back during a backup.
+    holdable: Arc<crate::storage::hold::HoldableStore>,
     payloads: PayloadStore,
     /// Held for reading by ingest from deciding which payloads are known to
     /// inserting its records; for writing by payload garbage collection
@@ -701,6 +703,49 @@ impl Engine {
 
     pub fn stats(&self) -> EngineStats {
         self.inner.stats()
+    }
+
+    /// Backs the data up to an empty directory or bucket prefix while
+    /// ingest goes on: every record acknowledged before the call is in it
+    /// (see the `backup` module for the format and its consistency).
+    ///
+    /// Removals are held back first, so nothing listed below can go before
+    /// it is copied; then the hot tier is flushed, so the parts cover every
+    /// sequence number assigned before the call (a freeze waits for every
+    /// ingest that holds one); then the parts and packs are listed and
+    /// copied, the manifest last.
+    pub fn backup(&self, to: &crate::backup::Location) -> Result<crate::backup::BackupReport> {
+        self.backup_with(to, || {})
+    }
+
+    /// [`Engine::backup`], running `listed` between listing the files and
+    /// copying them (tests merge there, to prove the hold keeps the files).
+    #[doc(hidden)]
+    pub fn backup_with(
+        &self,
+        to: &crate::backup::Location,
+        listed: impl FnOnce(),
+    ) -> Result<crate::backup::BackupReport> {
+        let created_unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let _hold = self.inner.holdable.hold();
+        let covers_seq = self.inner.wal.next_seq();
+        self.flush()?;
+        let mut names = Vec::new();
+        for prefix in ["spans", "logs", "metrics", crate::payload::PayloadStore::PREFIX] {
+            names.extend(self.inner.store.list(prefix)?);
+        }
+        listed();
+        crate::backup::write(
+            &*self.inner.store,
+            &names,
+            to,
+            self.data_dir(),
+            covers_seq,
+            created_unix_ms,
+        )
     }
 
     /// Waits until every part written is in its final place (on object

@@ -28,6 +28,7 @@ use crate::health::Faults;
 use crate::part::{self, PageCache, Part};
 use crate::payload::{self, PayloadStore};
 use crate::record::Signal;
+use crate::storage::hold::HoldableStore;
 use crate::storage::object::BucketStore;
 use crate::storage::{LocalStore, PartStore};
 use crate::wal::{RecordKind, Wal, WalRecord};
@@ -38,7 +39,7 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
     let lock = DirLock::acquire(&opts.data_dir)?;
     let faults = Arc::new(Faults::default());
     let prefixes = ["spans", "logs", "metrics", PayloadStore::PREFIX];
-    let store: Arc<dyn PartStore> = match &opts.object_storage {
+    let raw_store: Arc<dyn PartStore> = match &opts.object_storage {
         None => Arc::new(LocalStore::open(&opts.data_dir.join("parts"), &prefixes)?),
         Some(os) => Arc::new(BucketStore::open(
             &opts.data_dir.join("parts"),
@@ -49,6 +50,10 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
             part::is_text_index,
         )?),
     };
+    // Every removal goes through the hold, so a backup can keep what it
+    // copies (storage::hold).
+    let holdable = HoldableStore::new(raw_store);
+    let store: Arc<dyn PartStore> = holdable.clone();
     let payloads = PayloadStore::open(store.clone())?;
     let page_cache = PageCache::new(opts.page_cache_bytes);
     let mut parts: [Vec<Arc<Part>>; 3] = Default::default();
@@ -120,6 +125,7 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
     Ok(Inner {
         me: std::sync::Weak::new(),
         store,
+        holdable,
         payloads,
         payload_gate: RwLock::new(()),
         wal: Arc::new(wal),

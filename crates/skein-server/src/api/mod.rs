@@ -3,6 +3,7 @@
 //! unknown parameters refused by name. `explain=true` adds the engine's
 //! account of how it answered.
 
+mod backups;
 mod export;
 mod handlers;
 mod llm;
@@ -217,6 +218,7 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/v1/anomalies", get(handlers::anomalies))
         .route("/api/v1/correlate/{trace_id}", get(handlers::correlate))
         .route("/api/v1/stats", get(handlers::stats))
+        .route("/api/v1/backups", axum::routing::post(backups::create))
         .route("/api/v1/llm/usage", get(llm::usage))
         .route("/api/v1/llm/tools", get(llm::tools))
         .route("/api/v1/sessions", get(llm::sessions))

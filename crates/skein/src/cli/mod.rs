@@ -15,7 +15,9 @@
 //! | `waterfall` | the trace waterfall of `get trace --format table` |
 //! | `skill` | `skill install`: the agent skill file |
 //! | `mcp` | `mcp`: the MCP server over stdio, `mcp config` |
+//! | `backup` | `backup`, `restore`, `verify` |
 
+mod backup;
 pub mod client;
 mod export;
 pub mod filters;
@@ -140,6 +142,14 @@ pub enum Command {
     /// The MCP server over stdio, asking the server at --server (for
     /// agents that start it: `skein mcp config` prints how to register it).
     Mcp(mcp::McpArgs),
+    /// Back the data up to an empty directory or s3://BUCKET/PREFIX while
+    /// the server goes on ingesting (a manifest with every file's BLAKE3).
+    Backup(backup::BackupArgs),
+    /// Restore a backup into a new data directory (no server needed).
+    Restore(backup::RestoreArgs),
+    /// Check every file of a data directory or backup; exit 4 naming what
+    /// is damaged.
+    Verify(backup::VerifyArgs),
 }
 
 /// What a command runs with.
@@ -193,6 +203,9 @@ fn dispatch(command: Command, ctx: &Ctx) -> CliResult<Exit> {
         Command::Tail(a) => stream::tail(ctx, &a),
         Command::Skill(s) => skill::run(ctx, &s),
         Command::Mcp(a) => mcp::run(ctx, &a),
+        Command::Backup(a) => backup::backup(ctx, &a),
+        Command::Restore(a) => backup::restore(ctx, &a),
+        Command::Verify(a) => backup::verify(ctx, &a),
     }
 }
 

@@ -54,11 +54,11 @@ use parking_lot::{Condvar, Mutex};
 use serde::Serialize;
 
 pub use cache::CacheStats;
+pub(crate) use remote::{PutError, Remote};
 pub use remote::{RemoteConfig, RemoteRequestStats};
 
 use self::cache::{BLOCK, Cache, Resident, block_len};
 use self::lease::{LEASE_NAME, Lease, RENEW_EVERY, RenewError};
-use self::remote::{PutError, Remote};
 use super::{LocalStore, ObjectSink, ObjectSource, PartStore};
 use crate::error::{Error, Result};
 use crate::health::{FaultKind, Faults};
