@@ -8,76 +8,17 @@ use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
+use common::moto::Moto;
 use common::{Server, free_port};
 use prost::Message;
 use serde_json::Value;
 use skein_model::corpus::Corpus;
 use skein_model::otlp::spans_to_otlp;
-
-/// A moto S3 server on a free loopback port, stopped on drop.
-struct Moto {
-    child: Child,
-    port: u16,
-}
-
-impl Moto {
-    fn start() -> Moto {
-        let port = free_port();
-        let child = Command::new("moto_server")
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("moto_server is missing: ./test.sh installs it (pip install 'moto[server]')");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "moto_server did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Moto { child, port }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    fn create_bucket(&self, bucket: &str) {
-        let r = reqwest::blocking::Client::new()
-            .put(format!("{}/{bucket}", self.url()))
-            .send()
-            .unwrap();
-        assert!(r.status().is_success(), "create bucket: {}", r.status());
-    }
-
-    /// Every object under `prefix`, read back whole through boto3 (a client
-    /// of the S3 API nobody here wrote): key, listed size, bytes read, and
-    /// whether it begins and ends as a Parquet file does.
-    fn objects(&self, bucket: &str, prefix: &str) -> Vec<S3Object> {
-        let script = r#"
-import json, sys, boto3
-s3 = boto3.client("s3", endpoint_url=sys.argv[1], aws_access_key_id="test",
-                  aws_secret_access_key="test", region_name="us-east-1")
-out = []
-for page in s3.get_paginator("list_objects_v2").paginate(Bucket=sys.argv[2], Prefix=sys.argv[3]):
-    for o in page.get("Contents", []):
-        body = s3.get_object(Bucket=sys.argv[2], Key=o["Key"])["Body"].read()
-        out.append({"key": o["Key"], "size": o["Size"], "read": len(body),
-                    "parquet": body[:4] == b"PAR1" and body[-4:] == b"PAR1"})
-print(json.dumps(out))
-"#;
-        let out = Command::new("python3")
-            .args(["-c", script, &self.url(), bucket, prefix])
-            .output()
-            .expect("python3 with boto3 (installed with moto by test.sh)");
-        assert!(out.status.success(), "boto3: {}", String::from_utf8_lossy(&out.stderr));
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
-}
 
 /// Spans per service in the bucket's span parts, counted by ClickHouse's
 /// `s3()` table function.
@@ -102,21 +43,6 @@ print(json.dumps([[r["service_name"], r["n"]] for r in json.loads(str(chdb.query
             )
         })
         .collect()
-}
-
-#[derive(serde::Deserialize, Debug)]
-struct S3Object {
-    key: String,
-    size: u64,
-    read: u64,
-    parquet: bool,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 const UP: u8 = 0;

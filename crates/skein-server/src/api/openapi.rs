@@ -202,6 +202,11 @@ pub fn spec() -> Value {
                               "400": {"description": "Malformed reference."},
                               "404": {"description": "No payload has this reference."},
                               "416": {"description": "The range lies past the end."}}}},
+            "/api/v1/backups": {"post": {"summary": "A consistent backup while ingest goes on (admin scope): body {to: \"DIR\" | \"s3://BUCKET/PREFIX\"}, an empty place; a directory on the server's machine, a bucket reached with the server's --s3-* settings. Answers when complete.",
+                "requestBody": {"content": {"application/json": {"schema": {"type": "object", "required": ["to"], "properties": {"to": {"type": "string"}}}}}},
+                "responses": {"200": {"description": "{location, files, bytes, seconds, covers_seq, created_unix_ms}", "content": {"application/json": {"schema": {"type": "object"}}}},
+                              "400": {"description": "A destination that is not empty, or a bad body: {\"error\": {\"code\", \"message\"}}."},
+                              "403": {"description": "The token lacks the admin scope."}}}},
             "/api/v1/stats": {"get": op("Records, parts, payloads, bytes on disk, WAL bytes, memory, uptime, faults, retention (policy, rounds, parts dropped and rewritten, free disk).", vec![], "{records, spans, logs, metric_points, parts, payloads, payload_bytes, payload_logical_bytes, bytes_on_disk, wal_bytes, faults, retention, retention_policy, disk_free_bytes, min_free_disk_bytes, ...}")},
             "/api/v1/llm/usage": {"get": op("LLM calls grouped: calls, errors, tokens by kind, cost (reported, else derived from the price table; unpriced counted), latency and time-to-first-token percentiles.", {
                 let mut v = vec![param("group_by", "model (default), provider, service, session, agent, user or day."),
