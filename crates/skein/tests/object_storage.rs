@@ -451,3 +451,77 @@ fn an_outage_of_the_bucket_keeps_ingest_going_and_loses_nothing() {
     let s = start(&data, &flags);
     assert_eq!(stored_ids(&s).len(), 2000);
 }
+
+/// A byte changed in a part in the bucket is an error naming the object on
+/// every read that reaches it, never data, and a `corrupt` fault; a part cut
+/// short stops the start, naming it.
+#[test]
+fn a_corrupt_or_truncated_object_is_an_error_naming_it() {
+    let moto = Moto::start();
+    moto.create_bucket(BUCKET);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let flags = storage_flags(&moto.url(), "c", &[]);
+    let mut s = start(&data, &flags);
+    let c = corpus();
+    for b in 0..4 {
+        ingest(&s, &c, b * 250..(b + 1) * 250);
+    }
+    s.stop();
+    let part = moto
+        .objects(BUCKET, "c/spans/")
+        .into_iter()
+        .map(|o| o.key)
+        .find(|k| k.ends_with(".parquet"))
+        .expect("a span part in the bucket");
+    let original = moto.get(BUCKET, &part);
+    // Past the first 64 KiB checksum chunk and before the footer's: the
+    // part opens (its footer is intact), and reads of its pages meet it.
+    assert!(original.len() > 4 * 65536, "a part of {} bytes", original.len());
+    let mut changed = original.clone();
+    for at in [65536 + 100, 2 * 65536 + 100] {
+        changed[at] ^= 0x04;
+    }
+    moto.put(BUCKET, &part, changed);
+    std::fs::remove_dir_all(data.join("cache")).unwrap();
+    std::fs::remove_dir_all(data.join("parts")).unwrap();
+
+    // Without a cache, reads are the ranges asked for, rounded out to
+    // whole checksum chunks.
+    let s = start(&data, &storage_flags(&moto.url(), "c", &["--cache-size", "0"]));
+    let client = reqwest::blocking::Client::new();
+    let mut refused = None;
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut url = format!("{}/api/v1/spans?limit=500", s.api);
+        if let Some(c) = &cursor {
+            url.push_str(&format!("&cursor={c}"));
+        }
+        let r = client.get(url).send().unwrap();
+        let status = r.status();
+        let body: Value = r.json().unwrap();
+        if !status.is_success() {
+            refused = Some((status, body));
+            break;
+        }
+        match body["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    let (status, body) = refused.expect("every span was served, changed bytes included");
+    assert!(status.is_server_error(), "{status}");
+    let msg = body["error"]["message"].as_str().unwrap();
+    assert!(msg.contains(&part) && msg.contains("checksum"), "{msg}");
+    let ready = client.get(format!("{}/readyz", s.api)).send().unwrap();
+    let ready: Value = ready.json().unwrap();
+    assert_eq!(ready["status"], "degraded", "{ready}");
+    assert!(ready.to_string().contains("corrupt"), "{ready}");
+    assert!(object_stats(&s)["corrupt_reads"].as_u64().unwrap() > 0);
+    drop(s);
+
+    moto.put(BUCKET, &part, original[..original.len() - 100].to_vec());
+    std::fs::remove_dir_all(data.join("cache")).unwrap();
+    let err = refused_start(&data, &flags);
+    assert!(err.contains(&part) && err.contains("truncated"), "{err}");
+}

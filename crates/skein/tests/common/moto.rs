@@ -42,6 +42,40 @@ impl Moto {
         assert!(r.status().is_success(), "create bucket: {}", r.status());
     }
 
+    /// Runs boto3 (a client of the S3 API nobody here wrote) on `script`
+    /// with the endpoint, then `args`; its stdout.
+    fn boto3(&self, script: &str, args: &[&str]) -> Vec<u8> {
+        let script = format!(
+            "import sys, boto3\ns3 = boto3.client('s3', endpoint_url=sys.argv[1], aws_access_key_id='test', \
+             aws_secret_access_key='test', region_name='us-east-1')\n{script}"
+        );
+        let out = Command::new("python3")
+            .args(["-c", &script, &self.url()])
+            .args(args)
+            .output()
+            .expect("python3 with boto3 (installed with moto by test.sh)");
+        assert!(out.status.success(), "boto3: {}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    }
+
+    /// An object's bytes.
+    pub fn get(&self, bucket: &str, key: &str) -> Vec<u8> {
+        self.boto3(
+            "sys.stdout.buffer.write(s3.get_object(Bucket=sys.argv[2], Key=sys.argv[3])['Body'].read())",
+            &[bucket, key],
+        )
+    }
+
+    /// Replaces an object behind Skein's back.
+    pub fn put(&self, bucket: &str, key: &str, bytes: Vec<u8>) {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), bytes).unwrap();
+        self.boto3(
+            "s3.put_object(Bucket=sys.argv[2], Key=sys.argv[3], Body=open(sys.argv[4], 'rb').read())",
+            &[bucket, key, file.path().to_str().unwrap()],
+        );
+    }
+
     /// Every object under `prefix`, read back whole through boto3 (a client
     /// of the S3 API nobody here wrote): key, listed size, bytes read, and
     /// whether it begins and ends as a Parquet file does.

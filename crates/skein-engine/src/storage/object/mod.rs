@@ -40,6 +40,7 @@
 mod cache;
 mod lease;
 mod remote;
+mod sums;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs;
@@ -59,6 +60,7 @@ pub use remote::{RemoteConfig, RemoteRequestStats};
 
 use self::cache::{BLOCK, Cache, Resident, block_len};
 use self::lease::{LEASE_NAME, Lease, RENEW_EVERY, RenewError};
+use self::sums::Sums;
 use super::{LocalStore, ObjectSink, ObjectSource, PartStore};
 use crate::error::{Error, Result};
 use crate::health::{FaultKind, Faults};
@@ -85,6 +87,9 @@ pub struct ObjectStorageStats {
     /// Objects in the bucket and their bytes.
     pub remote_objects: u64,
     pub remote_bytes: u64,
+    /// Reads refused because the bytes from the bucket failed their
+    /// checksums (each also a `corrupt` fault).
+    pub corrupt_reads: u64,
     #[serde(flatten)]
     pub requests: RemoteRequestStats,
     #[serde(flatten)]
@@ -123,6 +128,12 @@ struct Objects {
     open: HashMap<String, usize>,
     /// Removed objects waiting for their last reader to let go.
     delete_when_closed: HashSet<String>,
+    /// Objects the bucket holds checksums of (`sums`), and those loaded:
+    /// about 8 bytes per 64 KiB of the objects read.
+    summed: HashSet<String>,
+    sums: HashMap<String, Arc<Sums>>,
+    /// Reads refused because their bytes failed the checksums.
+    corrupt_reads: u64,
     stop: bool,
     uploads: u64,
     failures: u64,
@@ -192,14 +203,23 @@ impl BucketStore {
         // unreachable endpoint stop the start here, with the reason.
         let listed = remote.list()?;
         let lease = Lease::acquire(remote.clone(), holder_id, &staging_root.display().to_string())?;
+        let (sum_objects, listed): (Vec<_>, Vec<_>) = listed
+            .into_iter()
+            .filter(|l| l.name != LEASE_NAME)
+            .partition(|l| sums::object_of(&l.name).is_some());
         let mut objects = Objects {
-            remote: listed
-                .into_iter()
-                .filter(|l| l.name != LEASE_NAME)
-                .map(|l| (l.name, l.size))
-                .collect(),
+            remote: listed.into_iter().map(|l| (l.name, l.size)).collect(),
             ..Default::default()
         };
+        let mut orphan_sums = Vec::new();
+        for l in sum_objects {
+            let object = sums::object_of(&l.name).unwrap_or_default().to_string();
+            if objects.remote.contains_key(&object) {
+                objects.summed.insert(object);
+            } else {
+                orphan_sums.push(object);
+            }
+        }
         let staging = LocalStore::open(staging_root, prefixes)?;
         let cache = Cache::open(&opts.cache_dir, opts.cache_bytes, &objects.remote)?;
         for p in prefixes {
@@ -221,6 +241,14 @@ impl BucketStore {
                         objects.queue.push_back(Task::Upload { name, len });
                     }
                 }
+            }
+        }
+        // Sums whose object never arrived (a crash between the two puts)
+        // or already went (between the two deletions), unless the object
+        // is staged to go up again (its upload rewrites them).
+        for object in orphan_sums {
+            if !objects.staged.contains_key(&object) {
+                objects.queue.push_back(Task::Delete { name: object });
             }
         }
         let shared = Arc::new(Shared {
@@ -373,12 +401,29 @@ impl Shared {
     fn run(&self, task: &Task) -> Result<()> {
         match task {
             Task::Delete { name } => {
+                // The object before its sums: an object never lacks them.
                 self.remote.delete(name)?;
-                self.objects.lock().remote.remove(name);
+                self.remote.delete(&sums::name_of(name))?;
+                let mut o = self.objects.lock();
+                o.remote.remove(name);
+                o.summed.remove(name);
+                o.sums.remove(name);
                 Ok(())
             }
             Task::Upload { name, len } => {
                 let path = self.staging_root.join(name);
+                // The sums before their object: an object in the bucket
+                // always has them (see `sums`).
+                let file = fs::File::open(&path).map_err(|e| Error::io(format!("read {}", path.display()), e))?;
+                let summed = Sums::of(io::BufReader::new(file), *len)
+                    .map_err(|e| Error::io(format!("read {}", path.display()), e))?;
+                self.remote
+                    .put(
+                        &sums::name_of(name),
+                        Bytes::from(summed.encode()?),
+                        object_store::PutMode::Overwrite,
+                    )
+                    .map_err(PutError::into_error)?;
                 match self.remote.upload_file(name, &path, *len) {
                     Ok(()) => {}
                     // Uploaded before a crash or a timeout that hid the
@@ -400,6 +445,8 @@ impl Shared {
                     return Ok(());
                 }
                 o.remote.insert(name.clone(), *len);
+                o.summed.insert(name.clone());
+                o.sums.insert(name.clone(), Arc::new(summed));
                 if !(self.stays_staged)(name) {
                     o.staged.remove(name);
                     if !self.cache.adopt(name, &path, *len) {
@@ -522,6 +569,7 @@ impl PartStore for BucketStore {
             upload_failures: o.failures,
             remote_objects: o.remote.len() as u64,
             remote_bytes: o.remote.values().sum(),
+            corrupt_reads: o.corrupt_reads,
             requests: s.remote.request_stats(),
             cache: s.cache.stats(),
         })
@@ -626,8 +674,55 @@ impl BucketObject {
             .remote
             .get_range(&self.name, start..start + block_len(self.len, n))
             .map_err(io::Error::other)?;
+        self.check(start, &block)?;
         s.cache.insert_block(&self.name, n, &block);
         Ok(block.slice(offset as usize..offset as usize + len))
+    }
+
+    /// The object's checksums, fetched on its first read from the bucket;
+    /// `None` for an object written without them.
+    fn sums(&self) -> io::Result<Option<Arc<Sums>>> {
+        let s = &self.shared;
+        {
+            let o = s.objects.lock();
+            if let Some(sums) = o.sums.get(&self.name) {
+                return Ok(Some(sums.clone()));
+            }
+            if !o.summed.contains(&self.name) {
+                return Ok(None);
+            }
+        }
+        let what = s.remote.describe(&self.name);
+        let Some((bytes, _)) = s.remote.get(&sums::name_of(&self.name)).map_err(io::Error::other)? else {
+            return Err(self.corrupt(format!(
+                "object {what}: its checksums ({}) are gone from the bucket",
+                sums::SUFFIX
+            )));
+        };
+        let sums = Arc::new(Sums::decode(&bytes, &what).map_err(|e| self.corrupt(e.to_string()))?);
+        s.objects.lock().sums.insert(self.name.clone(), sums.clone());
+        Ok(Some(sums))
+    }
+
+    /// Checks bytes read from the bucket at `offset` (a multiple of the
+    /// checksum chunk) against the object's checksums.
+    fn check(&self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        let Some(sums) = self.sums()? else {
+            return Ok(());
+        };
+        let what = self.shared.remote.describe(&self.name);
+        sums.check_len(self.len)
+            .and_then(|()| sums.check(offset, bytes))
+            .map_err(|m| self.corrupt(format!("object {what}: {m}; it is not served")))
+    }
+
+    /// A read refused as corrupt: counted, a `corrupt` fault, and an error
+    /// naming the object.
+    fn corrupt(&self, msg: String) -> io::Error {
+        tracing::error!("{msg}");
+        self.shared.objects.lock().corrupt_reads += 1;
+        self.shared.faults.fail(FaultKind::Corrupt, msg.clone());
+        io::Error::new(io::ErrorKind::InvalidData, msg)
     }
 }
 
@@ -669,13 +764,26 @@ impl ObjectSource for BucketObject {
             return Ok(Bytes::new());
         }
         if !self.shared.cache.keeps_blocks() {
-            // No cache to fill: fetch just what was asked, not whole blocks
-            // (a point read of a few pages would otherwise cost megabytes).
-            return self
+            // No cache to fill: fetch what was asked, not whole blocks (a
+            // point read of a few pages would otherwise cost megabytes),
+            // rounded out to whole checksum chunks to be checked.
+            if self.sums()?.is_none() {
+                return self
+                    .shared
+                    .remote
+                    .get_range(&self.name, offset..end)
+                    .map_err(io::Error::other);
+            }
+            let from = offset - offset % sums::CHUNK;
+            let to = end.div_ceil(sums::CHUNK).saturating_mul(sums::CHUNK).min(self.len);
+            let bytes = self
                 .shared
                 .remote
-                .get_range(&self.name, offset..end)
-                .map_err(io::Error::other);
+                .get_range(&self.name, from..to)
+                .map_err(io::Error::other)?;
+            self.check(from, &bytes)?;
+            let at = (offset - from) as usize;
+            return Ok(bytes.slice(at..at + len));
         }
         let (first, last) = (offset / BLOCK, (end - 1) / BLOCK);
         if first == last {
@@ -787,5 +895,87 @@ mod tests {
         assert_eq!(&s.get("spans/b.txt").unwrap()[..], b"text index");
         let st = s.object_storage_stats().unwrap();
         assert!(st.requests.get_requests > 0 && st.pending_uploads == 0, "{st:?}");
+    }
+
+    /// Replaces an object in the bucket behind the store's back.
+    fn overwrite(bucket: &object_store::memory::InMemory, name: &str, bytes: Vec<u8>) {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(object_store::ObjectStoreExt::put(
+            bucket,
+            &object_store::path::Path::from(format!("p/{name}")),
+            bytes.into(),
+        ))
+        .unwrap();
+    }
+
+    #[test]
+    fn bytes_changed_or_cut_in_the_bucket_are_errors_naming_the_object() {
+        for cache_bytes in [0, 8 << 20] {
+            let dir = tempfile::tempdir().unwrap();
+            let bucket = Arc::new(object_store::memory::InMemory::new());
+            let data: Vec<u8> = (0..2 * BLOCK as usize + 5000).map(|i| (i % 253) as u8).collect();
+            let s = store(dir.path(), bucket.clone(), cache_bytes);
+            s.put("spans/c.parquet", &data).unwrap();
+            s.put("spans/d.parquet", &data).unwrap();
+            assert!(s.wait_uploaded(Duration::from_secs(10)));
+            assert!(in_bucket(&s, "spans/c.parquet.sums"), "sums go up with their object");
+            assert_eq!(
+                s.list("spans").unwrap(),
+                vec!["spans/c.parquet", "spans/d.parquet"],
+                "sums are not listed"
+            );
+            drop(s);
+            std::fs::remove_dir_all(dir.path().join("cache")).unwrap();
+
+            let mut changed = data.clone();
+            changed[BLOCK as usize + 70_000] ^= 1;
+            overwrite(&bucket, "spans/c.parquet", changed);
+            overwrite(&bucket, "spans/d.parquet", data[..data.len() - 1].to_vec());
+            let faults = Arc::new(Faults::default());
+            let remote = Remote::over(bucket.clone(), "memory://test", "p".into()).unwrap();
+            let opts = ObjectStorageOptions {
+                remote: RemoteConfig::default(),
+                cache_dir: dir.path().join("cache"),
+                cache_bytes,
+            };
+            let s = BucketStore::open_on(
+                remote,
+                &dir.path().join("parts"),
+                &["spans"],
+                &opts,
+                "me",
+                faults.clone(),
+                |_| false,
+            )
+            .unwrap();
+            let c = s.open("spans/c.parquet").unwrap();
+            assert_eq!(
+                &c.read_at(0, 1000).unwrap()[..],
+                &data[..1000],
+                "intact chunks still read"
+            );
+            let err = c.read_at(BLOCK + 65_000, 10_000).unwrap_err().to_string();
+            assert!(
+                err.contains("memory://test/spans/c.parquet") && err.contains("checksum"),
+                "{err}"
+            );
+            let d = s.open("spans/d.parquet").unwrap();
+            let err = d.read_at(0, 10).unwrap_err().to_string();
+            assert!(err.contains("spans/d.parquet") && err.contains("truncated"), "{err}");
+            assert_eq!(s.object_storage_stats().unwrap().corrupt_reads, 2);
+            assert!(faults.get(FaultKind::Corrupt).is_some(), "a corrupt fault");
+            // Never cached either: a second read is refused again.
+            assert!(c.read_at(BLOCK + 70_000, 10).is_err());
+        }
+    }
+
+    #[test]
+    fn sums_without_their_object_are_removed_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let bucket = Arc::new(object_store::memory::InMemory::new());
+        overwrite(&bucket, "spans/gone.parquet.sums", b"left by a crash".to_vec());
+        let s = store(dir.path(), bucket, 1 << 20);
+        assert!(s.wait_uploaded(Duration::from_secs(10)));
+        assert!(!in_bucket(&s, "spans/gone.parquet.sums"));
     }
 }
