@@ -75,6 +75,9 @@ pub struct ServerConfig {
     /// `AWS_*` environment), whether or not parts live in a bucket.
     #[serde(skip)]
     pub backup_bucket_options: Vec<(String, String)>,
+    /// Wait for an unreachable bucket at start (saying so in /readyz)
+    /// rather than refusing to start.
+    pub storage_wait: bool,
 }
 
 pub const DEFAULT_OTLP_GRPC: &str = "127.0.0.1:4317";
@@ -111,6 +114,7 @@ impl ServerConfig {
             min_free_disk: skein_engine::MinFreeDisk::Auto,
             on_disk_full: skein_engine::OnDiskFull::Refuse,
             backup_bucket_options: Vec::new(),
+            storage_wait: false,
         }
     }
 }

@@ -32,6 +32,11 @@ pub struct ServeArgs {
     /// The local cache's budget, e.g. 10GiB [default: 1GiB].
     #[arg(long, env = "SKEIN_CACHE_SIZE", value_name = "SIZE")]
     cache_size: Option<String>,
+    /// At start, wait for a bucket that cannot be reached (down, missing,
+    /// refusing the credentials), saying why in /readyz, instead of
+    /// refusing to start. A bad --storage URL still refuses.
+    #[arg(long, env = "SKEIN_STORAGE_WAIT")]
+    storage_wait: bool,
     /// The S3 endpoint (over AWS_ENDPOINT_URL), e.g. http://127.0.0.1:9000.
     #[arg(long, value_name = "URL")]
     s3_endpoint: Option<String>,
@@ -163,6 +168,7 @@ struct FileConfig {
     storage: Option<String>,
     cache_dir: Option<PathBuf>,
     cache_size: Option<toml::Value>,
+    storage_wait: Option<bool>,
     s3_endpoint: Option<String>,
     s3_region: Option<String>,
     s3_allow_http: Option<bool>,
@@ -314,6 +320,10 @@ fn build_config(args: &ServeArgs) -> Result<(ServerConfig, String), String> {
     let mut c = ServerConfig::new(data_dir);
     c.object_storage = object_storage(args, &file, &c.data_dir)?;
     c.backup_bucket_options = s3_options(args, &file);
+    c.storage_wait = args.storage_wait || file.storage_wait.unwrap_or(false);
+    if c.storage_wait && c.object_storage.is_none() {
+        return Err("--storage-wait needs --storage s3://BUCKET/PREFIX".into());
+    }
     let addr =
         |v: Option<&String>, f: &Option<String>, what: &str, default: std::net::SocketAddr| match v.or(f.as_ref()) {
             None => Ok(default),

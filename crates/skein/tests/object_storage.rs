@@ -525,3 +525,73 @@ fn a_corrupt_or_truncated_object_is_an_error_naming_it() {
     let err = refused_start(&data, &flags);
     assert!(err.contains(&part) && err.contains("truncated"), "{err}");
 }
+
+/// With `--storage-wait`, a bucket that is missing at start is waited for:
+/// `/readyz` says why, and the server serves once the bucket is there.
+#[test]
+fn storage_wait_waits_for_the_bucket_and_says_why() {
+    let moto = Moto::start();
+    let dir = tempfile::tempdir().unwrap();
+    let api = format!("127.0.0.1:{}", free_port());
+    let otlp = format!("127.0.0.1:{}", free_port());
+    let mut child = Command::new(common::bin())
+        .arg("serve")
+        .args(["--data-dir", dir.path().join("data").to_str().unwrap()])
+        .args(["--otlp-grpc-addr", &format!("127.0.0.1:{}", free_port())])
+        .args(["--otlp-http-addr", &otlp])
+        .args(["--api-addr", &api])
+        .args(storage_flags(&moto.url(), "w", &["--storage-wait"]))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    /// Kills the server if the test fails before it stops it.
+    struct KillOnDrop(u32);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            // SAFETY: signalling our own child process.
+            unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+        }
+    }
+    let _guard = KillOnDrop(child.id());
+    let client = reqwest::blocking::Client::new();
+    let readyz = || -> Option<(u16, Value)> {
+        let r = client.get(format!("http://{api}/readyz")).send().ok()?;
+        Some((r.status().as_u16(), r.json().ok()?))
+    };
+    let mut waiting = None;
+    wait_for(
+        "/readyz to say it waits for the bucket",
+        Duration::from_secs(30),
+        || {
+            // (The first answers may come before the first try failed.)
+            waiting = readyz().filter(|(code, body)| *code == 503 && body.to_string().contains("waiting"));
+            waiting.is_some()
+        },
+    );
+    let (_, body) = waiting.unwrap();
+    assert_eq!(body["status"], "starting", "{body}");
+    let msg = body["message"].as_str().unwrap();
+    assert!(
+        msg.contains("waiting for object storage") && msg.contains(BUCKET),
+        "{msg}"
+    );
+    assert!(child.try_wait().unwrap().is_none(), "it waits, it does not exit");
+
+    moto.create_bucket(BUCKET);
+    wait_for(
+        "the server to be ready once the bucket exists",
+        Duration::from_secs(60),
+        || readyz().is_some_and(|(code, _)| code == 200),
+    );
+    let r = client
+        .post(format!("http://{otlp}/v1/traces"))
+        .header("content-type", "application/x-protobuf")
+        .body(spans_to_otlp(&corpus().spans(0..2)).encode_to_vec())
+        .send()
+        .unwrap();
+    assert!(r.status().is_success());
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+}
