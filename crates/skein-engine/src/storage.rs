@@ -58,6 +58,12 @@ pub trait PartStore: Send + Sync {
         None
     }
 
+    /// Takes the list of objects again, for a reader of a store someone
+    /// else writes (a read-only server on a bucket); a no-op otherwise.
+    fn refresh(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// Waits until every object written is in its final place (uploaded,
     /// for object storage), or `timeout` passes; true when it is.
     fn wait_uploaded(&self, _timeout: std::time::Duration) -> bool {

@@ -78,6 +78,9 @@ pub struct ServerConfig {
     /// Wait for an unreachable bucket at start (saying so in /readyz)
     /// rather than refusing to start.
     pub storage_wait: bool,
+    /// How often a `--read-only` server takes the bucket's listing again.
+    #[serde(with = "millis")]
+    pub refresh_interval: Duration,
 }
 
 pub const DEFAULT_OTLP_GRPC: &str = "127.0.0.1:4317";
@@ -115,6 +118,7 @@ impl ServerConfig {
             on_disk_full: skein_engine::OnDiskFull::Refuse,
             backup_bucket_options: Vec::new(),
             storage_wait: false,
+            refresh_interval: Duration::from_secs(10),
         }
     }
 }

@@ -202,6 +202,7 @@ pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()> + Send
     opts.object_storage = config.object_storage.clone();
     opts.retention = config.retention.clone();
     opts.retention_interval = config.retention_interval;
+    opts.refresh_interval = config.refresh_interval;
     opts.min_free_disk = config.min_free_disk;
     opts.on_disk_full = config.on_disk_full;
     if let Some(p) = &config.pricing {

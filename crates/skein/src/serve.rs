@@ -37,6 +37,15 @@ pub struct ServeArgs {
     /// refusing to start. A bad --storage URL still refuses.
     #[arg(long, env = "SKEIN_STORAGE_WAIT")]
     storage_wait: bool,
+    /// Serve queries from a bucket another skein writes (needs --storage):
+    /// no lease, no ingest (403), nothing written to the bucket; new parts
+    /// appear every --refresh-interval.
+    #[arg(long, env = "SKEIN_READ_ONLY")]
+    read_only: bool,
+    /// How often --read-only takes the bucket's listing again, e.g. 10s
+    /// [default: 10s].
+    #[arg(long, env = "SKEIN_REFRESH_INTERVAL", value_name = "DURATION")]
+    refresh_interval: Option<String>,
     /// The S3 endpoint (over AWS_ENDPOINT_URL), e.g. http://127.0.0.1:9000.
     #[arg(long, value_name = "URL")]
     s3_endpoint: Option<String>,
@@ -169,6 +178,8 @@ struct FileConfig {
     cache_dir: Option<PathBuf>,
     cache_size: Option<toml::Value>,
     storage_wait: Option<bool>,
+    read_only: Option<bool>,
+    refresh_interval: Option<String>,
     s3_endpoint: Option<String>,
     s3_region: Option<String>,
     s3_allow_http: Option<bool>,
@@ -323,6 +334,15 @@ fn build_config(args: &ServeArgs) -> Result<(ServerConfig, String), String> {
     c.storage_wait = args.storage_wait || file.storage_wait.unwrap_or(false);
     if c.storage_wait && c.object_storage.is_none() {
         return Err("--storage-wait needs --storage s3://BUCKET/PREFIX".into());
+    }
+    if args.read_only || file.read_only.unwrap_or(false) {
+        let Some(os) = c.object_storage.as_mut() else {
+            return Err("--read-only needs --storage s3://BUCKET/PREFIX (the bucket another skein writes)".into());
+        };
+        os.read_only = true;
+    }
+    if let Some(a) = args.refresh_interval.as_ref().or(file.refresh_interval.as_ref()) {
+        c.refresh_interval = parse_age(a).map_err(|e| format!("--refresh-interval: {e}"))?;
     }
     let addr =
         |v: Option<&String>, f: &Option<String>, what: &str, default: std::net::SocketAddr| match v.or(f.as_ref()) {
@@ -495,6 +515,7 @@ fn object_storage(
             .or_else(|| file.cache_dir.clone())
             .unwrap_or_else(|| data_dir.join("cache")),
         cache_bytes: cache_bytes as u64,
+        read_only: false,
     }))
 }
 

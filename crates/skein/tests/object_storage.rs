@@ -595,3 +595,87 @@ fn storage_wait_waits_for_the_bucket_and_says_why() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     assert!(child.wait().unwrap().success());
 }
+
+/// `--read-only` serves a bucket another skein writes: it takes no lease
+/// (the writer keeps writing), refuses ingest, writes nothing to the
+/// bucket, and follows the writer's new parts and merges.
+#[test]
+fn a_read_only_server_follows_the_writer() {
+    let moto = Moto::start();
+    moto.create_bucket(BUCKET);
+    let dir = tempfile::tempdir().unwrap();
+    let writer = start(&dir.path().join("w"), &storage_flags(&moto.url(), "ro", &[]));
+    let c = corpus();
+    // Everything the writer holds is in parts, and the parts in the bucket.
+    let in_bucket = |s: &Server| {
+        let st = s.get_json("/api/v1/stats");
+        st["hot_records"] == 0 && st["frozen_tiers"] == 0 && uploaded(s)
+    };
+    ingest(&writer, &c, 0..100);
+    wait_for("the writer's first part in the bucket", Duration::from_secs(30), || {
+        in_bucket(&writer)
+    });
+    let reader = start(
+        &dir.path().join("r"),
+        &storage_flags(&moto.url(), "ro", &["--read-only", "--refresh-interval", "200ms"]),
+    );
+    assert_eq!(stored_ids(&reader).len(), 1000);
+    assert!(stored_ids(&reader) == stored_ids(&writer));
+    let id = c.spans(5..6)[0].trace_id.to_hex();
+    let path = format!("/api/v1/traces/{id}?payloads=inline");
+    let strip = |mut v: Value| {
+        v.as_object_mut().unwrap().remove("explain");
+        v
+    };
+    assert_eq!(strip(reader.get_json(&path)), strip(writer.get_json(&path)));
+
+    // Ingest is refused, on every surface, as not to be retried here.
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{}/v1/traces", reader.otlp_http))
+        .header("content-type", "application/x-protobuf")
+        .body(spans_to_otlp(&c.spans(500..501)).encode_to_vec())
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{}/api/v1/spans", reader.api))
+        .json(&serde_json::json!([{"trace_id": "0af7651916cd43dd8448eb211c80319c", "span_id": "b7ad6b7169203331", "name": "x", "service": "s", "start_time_unix_nano": 1, "end_time_unix_nano": 2}]))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert!(r.text().unwrap().contains("read-only"));
+
+    // The writer goes on: new parts, then a merge of them all; the reader
+    // follows, answering every span once.
+    for b in 1..4 {
+        ingest(&writer, &c, b * 100..(b + 1) * 100);
+        wait_for("the writer's part", Duration::from_secs(30), || in_bucket(&writer));
+    }
+    wait_for("the reader to list the new parts", Duration::from_secs(30), || {
+        stored_ids(&reader).len() == 4000
+    });
+    assert!(stored_ids(&reader) == stored_ids(&writer));
+    // Idle, the writer merges its span parts into one and deletes the
+    // inputs; the reader drops them for the merged part.
+    let span_parts = |s: &Server| {
+        s.get_json("/api/v1/stats")["parts_by_signal"]["spans"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    wait_for("the writer's merge", Duration::from_secs(60), || {
+        span_parts(&writer) == 1 && uploaded(&writer)
+    });
+    wait_for("the reader to follow the merge", Duration::from_secs(30), || {
+        span_parts(&reader) == 1
+    });
+    assert!(
+        stored_ids(&reader) == stored_ids(&writer),
+        "every span once after the merge"
+    );
+    let st = reader.get_json("/api/v1/stats");
+    assert_eq!(
+        st["object_storage"]["put_requests"], 0,
+        "the reader wrote to the bucket: {st}"
+    );
+    assert_eq!(st["object_storage"]["delete_requests"], 0, "{st}");
+}

@@ -50,6 +50,7 @@
 mod compact;
 mod gc;
 mod recovery;
+mod refresh;
 mod retention;
 pub mod tier;
 // Time series for the web UI's charts.
@@ -132,6 +133,9 @@ pub struct EngineOptions {
     pub on_disk_full: OnDiskFull,
     /// The wall clock retention measures age by.
     pub clock: Clock,
+    /// How often a read-only engine takes the bucket's listing again.
+    /// Default 10 s.
+    pub refresh_interval: Duration,
 }
 
 impl EngineOptions {
@@ -157,7 +161,14 @@ impl EngineOptions {
             min_free_disk: MinFreeDisk::Auto,
             on_disk_full: OnDiskFull::Refuse,
             clock: Clock::system(),
+            refresh_interval: Duration::from_secs(10),
         }
+    }
+
+    /// Reads a bucket another skein writes: no ingest, no background
+    /// writes, the listing taken again every `refresh_interval`.
+    pub fn read_only(&self) -> bool {
+        self.object_storage.as_ref().is_some_and(|o| o.read_only)
     }
 }
 
@@ -312,6 +323,17 @@ impl Engine {
 
     fn spawn_background(&self) -> Result<()> {
         let mut threads = self.threads.lock();
+        if self.inner.opts.read_only() {
+            // Nothing to flush, merge or expire: the writer does that.
+            let inner = self.inner.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("skein-refresh".into())
+                    .spawn(move || inner.refresh_loop())
+                    .map_err(|e| Error::io("spawn refresh thread", e))?,
+            );
+            return Ok(());
+        }
         if let Some(t) = self.inner.wal.spawn_ticker(self.inner.stop.clone()) {
             threads.push(t);
         }
@@ -748,6 +770,16 @@ impl Engine {
         )
     }
 
+    /// Takes the bucket's listing again now (a read-only engine does every
+    /// `refresh_interval`): opens new parts and packs, lets go of those
+    /// the writer removed. A no-op on a store this engine writes.
+    pub fn refresh(&self) -> Result<refresh::RefreshReport> {
+        if !self.inner.opts.read_only() {
+            return Ok(refresh::RefreshReport::default());
+        }
+        self.inner.refresh()
+    }
+
     /// Waits until every part written is in its final place (on object
     /// storage: uploaded), or `timeout` passes; true when it is.
     pub fn wait_uploaded(&self, timeout: Duration) -> bool {
@@ -834,6 +866,9 @@ impl Drop for Engine {
 
 impl Inner {
     fn ingest<R: Stored>(&self, mut accepted: Vec<R>) -> Result<IngestReport> {
+        if self.opts.read_only() {
+            return Err(Error::ReadOnly);
+        }
         if self.stop.load(Ordering::Relaxed) {
             return Err(Error::Closed);
         }

@@ -158,7 +158,11 @@ impl Part {
             Err(e) => {
                 tracing::warn!("rebuilding index of part {}: {e}", store.describe(&name));
                 part.index = part.rebuild_index::<R>()?;
-                store.put(&idx_name, &index::encode(&part.index, index::INDEX_ZSTD_LEVEL)?)?;
+                // Kept for the next open; a store that refuses (a reader's
+                // bucket, a full disk) only costs the rebuild again then.
+                if let Err(e) = store.put(&idx_name, &index::encode(&part.index, index::INDEX_ZSTD_LEVEL)?) {
+                    tracing::warn!("the rebuilt index of part {} is not kept: {e}", store.describe(&name));
+                }
             }
         }
         if R::SIGNAL == Signal::Spans && part.calls.is_none() {

@@ -113,6 +113,9 @@ impl PartStore for HoldableStore {
     fn wait_uploaded(&self, timeout: std::time::Duration) -> bool {
         self.inner.wait_uploaded(timeout)
     }
+    fn refresh(&self) -> Result<()> {
+        self.inner.refresh()
+    }
 }
 
 #[cfg(test)]

@@ -75,6 +75,12 @@ impl From<skein_engine::Error> for ApiError {
     fn from(e: skein_engine::Error) -> Self {
         if e.is_invalid_input() {
             ApiError::bad_request(&e.to_string())
+        } else if e.is_read_only() {
+            ApiError {
+                status: StatusCode::FORBIDDEN,
+                code: "read_only",
+                message: e.to_string(),
+            }
         } else if e.is_disk_full() {
             ApiError {
                 status: StatusCode::SERVICE_UNAVAILABLE,

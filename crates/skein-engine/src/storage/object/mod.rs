@@ -73,6 +73,9 @@ pub struct ObjectStorageOptions {
     pub cache_dir: PathBuf,
     /// The cache's budget in bytes (whole objects and blocks together).
     pub cache_bytes: u64,
+    /// Read the bucket only: no lease, no uploads or deletions; the
+    /// listing is taken again on [`PartStore::refresh`].
+    pub read_only: bool,
 }
 
 /// What `/api/v1/stats` shows of object storage.
@@ -153,7 +156,9 @@ struct Shared {
     staging_root: PathBuf,
     remote: Arc<Remote>,
     cache: Cache,
-    lease: Lease,
+    /// `None` when read-only.
+    lease: Option<Lease>,
+    read_only: bool,
     faults: Arc<Faults>,
     objects: Mutex<Objects>,
     wake: Condvar,
@@ -202,7 +207,17 @@ impl BucketStore {
         // The first request: a missing bucket, bad credentials or an
         // unreachable endpoint stop the start here, with the reason.
         let listed = remote.list()?;
-        let lease = Lease::acquire(remote.clone(), holder_id, &staging_root.display().to_string())?;
+        // A reader takes no lease: it never writes, so any number of them
+        // may read a prefix beside its one writer.
+        let lease = if opts.read_only {
+            None
+        } else {
+            Some(Lease::acquire(
+                remote.clone(),
+                holder_id,
+                &staging_root.display().to_string(),
+            )?)
+        };
         let (sum_objects, listed): (Vec<_>, Vec<_>) = listed
             .into_iter()
             .filter(|l| l.name != LEASE_NAME)
@@ -222,7 +237,8 @@ impl BucketStore {
         }
         let staging = LocalStore::open(staging_root, prefixes)?;
         let cache = Cache::open(&opts.cache_dir, opts.cache_bytes, &objects.remote)?;
-        for p in prefixes {
+        // A reader stages nothing (it never writes).
+        for p in prefixes.iter().filter(|_| !opts.read_only) {
             for name in staging.list(p)? {
                 let path = staging_root.join(&name);
                 let len = fs::metadata(&path)
@@ -246,7 +262,7 @@ impl BucketStore {
         // Sums whose object never arrived (a crash between the two puts)
         // or already went (between the two deletions), unless the object
         // is staged to go up again (its upload rewrites them).
-        for object in orphan_sums {
+        for object in orphan_sums.into_iter().filter(|_| !opts.read_only) {
             if !objects.staged.contains_key(&object) {
                 objects.queue.push_back(Task::Delete { name: object });
             }
@@ -257,22 +273,27 @@ impl BucketStore {
             remote,
             cache,
             lease,
+            read_only: opts.read_only,
             faults,
             objects: Mutex::new(objects),
             wake: Condvar::new(),
             clock: Instant::now(),
             stays_staged,
         });
-        let worker = {
+        let worker = if opts.read_only {
+            None
+        } else {
             let shared = shared.clone();
-            std::thread::Builder::new()
-                .name("skein-upload".into())
-                .spawn(move || shared.work())
-                .map_err(|e| Error::io("spawn the upload thread", e))?
+            Some(
+                std::thread::Builder::new()
+                    .name("skein-upload".into())
+                    .spawn(move || shared.work())
+                    .map_err(|e| Error::io("spawn the upload thread", e))?,
+            )
         };
         Ok(BucketStore {
             shared,
-            worker: Mutex::new(Some(worker)),
+            worker: Mutex::new(worker),
         })
     }
 
@@ -299,7 +320,9 @@ impl Drop for BucketStore {
         if let Some(t) = self.worker.lock().take() {
             let _ = t.join();
         }
-        self.shared.lease.release();
+        if let Some(lease) = &self.shared.lease {
+            lease.release();
+        }
     }
 }
 
@@ -321,7 +344,11 @@ impl Shared {
         loop {
             if Instant::now() >= next_renew {
                 next_renew = Instant::now() + RENEW_EVERY;
-                match self.lease.renew() {
+                let renewed = match &self.lease {
+                    Some(lease) => lease.renew(),
+                    None => Ok(()),
+                };
+                match renewed {
                     Ok(()) => {}
                     Err(RenewError::Lost(holder)) => {
                         let msg = format!(
@@ -477,6 +504,9 @@ impl PartStore for BucketStore {
     }
 
     fn create(&self, name: &str) -> Result<Box<dyn ObjectSink>> {
+        if self.shared.read_only {
+            return Err(Error::ReadOnly);
+        }
         Ok(Box::new(StagedSink {
             inner: Some(self.shared.staging.create(name)?),
             name: name.to_string(),
@@ -515,6 +545,11 @@ impl PartStore for BucketStore {
 
     fn remove(&self, name: &str) -> Result<()> {
         let s = &self.shared;
+        if s.read_only {
+            // The bucket's writer removes what it replaced; a reader only
+            // stops reading it.
+            return Ok(());
+        }
         let mut o = s.objects.lock();
         if o.staged.remove(name).is_some() {
             s.staging.remove(name)?;
@@ -555,6 +590,37 @@ impl PartStore for BucketStore {
         } else {
             self.shared.remote.describe(name)
         }
+    }
+
+    fn refresh(&self) -> Result<()> {
+        let s = &self.shared;
+        if !s.read_only {
+            return Ok(());
+        }
+        let listed = s.remote.list()?;
+        let mut o = s.objects.lock();
+        o.remote.clear();
+        o.summed.clear();
+        let mut summed = Vec::new();
+        for l in listed {
+            if l.name == LEASE_NAME {
+                continue;
+            }
+            match sums::object_of(&l.name) {
+                Some(object) => summed.push(object.to_string()),
+                None => {
+                    o.remote.insert(l.name, l.size);
+                }
+            }
+        }
+        for object in summed {
+            if o.remote.contains_key(&object) {
+                o.summed.insert(object);
+            }
+        }
+        let Objects { remote, sums, .. } = &mut *o;
+        sums.retain(|name, _| remote.contains_key(name));
+        Ok(())
     }
 
     fn object_storage_stats(&self) -> Option<ObjectStorageStats> {
@@ -823,6 +889,7 @@ mod tests {
             remote: RemoteConfig::default(),
             cache_dir: dir.join("cache"),
             cache_bytes,
+            read_only: false,
         };
         BucketStore::open_on(
             remote,
@@ -937,6 +1004,7 @@ mod tests {
                 remote: RemoteConfig::default(),
                 cache_dir: dir.path().join("cache"),
                 cache_bytes,
+                read_only: false,
             };
             let s = BucketStore::open_on(
                 remote,
