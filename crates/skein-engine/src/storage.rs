@@ -58,6 +58,12 @@ pub trait PartStore: Send + Sync {
         None
     }
 
+    /// Frees up to `bytes` of local disk that holds only copies (a
+    /// bucket's cache); the bytes freed. Local disk alone has none.
+    fn free_local(&self, _bytes: u64) -> u64 {
+        0
+    }
+
     /// Takes the list of objects again, for a reader of a store someone
     /// else writes (a read-only server on a bucket); a no-op otherwise.
     fn refresh(&self) -> Result<()> {

@@ -464,15 +464,16 @@ fn a_corrupt_or_truncated_object_is_an_error_naming_it() {
     let flags = storage_flags(&moto.url(), "c", &[]);
     let mut s = start(&data, &flags);
     let c = corpus();
-    for b in 0..4 {
-        ingest(&s, &c, b * 250..(b + 1) * 250);
-    }
+    // One request, so one tier and (most likely) one part; the largest
+    // part is the one changed either way.
+    ingest(&s, &c, 0..1000);
     s.stop();
     let part = moto
         .objects(BUCKET, "c/spans/")
         .into_iter()
+        .filter(|o| o.key.ends_with(".parquet"))
+        .max_by_key(|o| o.size)
         .map(|o| o.key)
-        .find(|k| k.ends_with(".parquet"))
         .expect("a span part in the bucket");
     let original = moto.get(BUCKET, &part);
     // Past the first 64 KiB checksum chunk and before the footer's: the
@@ -678,4 +679,73 @@ fn a_read_only_server_follows_the_writer() {
         "the reader wrote to the bucket: {st}"
     );
     assert_eq!(st["object_storage"]["delete_requests"], 0, "{st}");
+}
+
+/// Below `--min-free-disk` with `--on-disk-full evict`, a server whose
+/// parts live in a bucket drops its local cache of them, never the parts:
+/// deleting them from the bucket would free no local disk.
+#[test]
+fn disk_pressure_with_a_bucket_drops_the_cache_not_the_parts() {
+    let moto = Moto::start();
+    moto.create_bucket(BUCKET);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut s = start(&data, &storage_flags(&moto.url(), "full", &[]));
+    let c = corpus();
+    for b in 0..3 {
+        ingest(&s, &c, b * 100..(b + 1) * 100);
+    }
+    wait_for("every part in the bucket", Duration::from_secs(30), || {
+        let st = s.get_json("/api/v1/stats");
+        st["hot_records"] == 0 && st["frozen_tiers"] == 0 && uploaded(&s)
+    });
+    let ids = stored_ids(&s);
+    assert_eq!(ids.len(), 3000);
+    s.stop();
+    let objects = |m: &Moto| -> BTreeSet<String> {
+        // The running server's lease aside.
+        m.objects(BUCKET, "full/")
+            .into_iter()
+            .map(|o| o.key)
+            .filter(|k| !k.ends_with("lease.json"))
+            .collect()
+    };
+    let before = objects(&moto);
+
+    // Every filesystem is "full" under a floor of 99%.
+    let flags = storage_flags(
+        &moto.url(),
+        "full",
+        &[
+            "--min-free-disk",
+            "99%",
+            "--on-disk-full",
+            "evict",
+            "--retention-interval",
+            "1s",
+        ],
+    );
+    let cached = dir_bytes(&data.join("cache"));
+    assert!(cached > 100_000, "uploaded parts are cached: {cached} bytes");
+    let s = start(&data, &flags);
+    wait_for("the cache to be dropped", Duration::from_secs(30), || {
+        object_stats(&s)["cache_bytes"] == 0
+    });
+    assert!(dir_bytes(&data.join("cache")) < cached / 10, "its files are gone");
+    assert_eq!(objects(&moto), before, "no object left the bucket");
+    assert!(stored_ids(&s) == ids, "every span is still answered");
+}
+
+/// Bytes of the files under `dir`.
+fn dir_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let meta = e.metadata().unwrap();
+        total += if meta.is_dir() {
+            dir_bytes(&e.path())
+        } else {
+            meta.len()
+        };
+    }
+    total
 }

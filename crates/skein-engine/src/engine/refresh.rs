@@ -81,7 +81,7 @@ impl Inner {
         report.parts_added += after.difference(&before).count() as u64;
         report.parts_dropped += before.difference(&after).count() as u64;
         if before != after {
-            self.state.write().parts[R::SIGNAL as usize] = parts;
+            self.state.write().parts[R::SIGNAL.index()] = parts;
         }
         Ok(())
     }

@@ -116,6 +116,9 @@ impl PartStore for HoldableStore {
     fn refresh(&self) -> Result<()> {
         self.inner.refresh()
     }
+    fn free_local(&self, bytes: u64) -> u64 {
+        self.inner.free_local(bytes)
+    }
 }
 
 #[cfg(test)]

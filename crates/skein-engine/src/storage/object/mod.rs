@@ -592,6 +592,10 @@ impl PartStore for BucketStore {
         }
     }
 
+    fn free_local(&self, bytes: u64) -> u64 {
+        self.shared.cache.shrink(bytes)
+    }
+
     fn refresh(&self) -> Result<()> {
         let s = &self.shared;
         if !s.read_only {
