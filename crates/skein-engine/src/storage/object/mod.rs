@@ -131,6 +131,8 @@ struct Objects {
     open: HashMap<String, usize>,
     /// Removed objects waiting for their last reader to let go.
     delete_when_closed: HashSet<String>,
+    /// Set when another process took the lease: uploads stop.
+    lease_lost: Option<String>,
     /// Objects the bucket holds checksums of (`sums`), and those loaded:
     /// about 8 bytes per 64 KiB of the objects read.
     summed: HashSet<String>,
@@ -170,7 +172,8 @@ struct Shared {
 /// Parts, their sidecars and payload packs in a bucket; see the module docs.
 pub struct BucketStore {
     shared: Arc<Shared>,
-    worker: Mutex<Option<JoinHandle<()>>>,
+    /// The upload thread and the lease thread.
+    workers: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// Which objects stay in the staging directory after their upload (the
@@ -280,20 +283,28 @@ impl BucketStore {
             clock: Instant::now(),
             stays_staged,
         });
-        let worker = if opts.read_only {
-            None
-        } else {
-            let shared = shared.clone();
-            Some(
+        let mut workers = Vec::new();
+        if !opts.read_only {
+            let up = shared.clone();
+            workers.push(
                 std::thread::Builder::new()
                     .name("skein-upload".into())
-                    .spawn(move || shared.work())
+                    .spawn(move || up.work())
                     .map_err(|e| Error::io("spawn the upload thread", e))?,
-            )
-        };
+            );
+            // Renewed from a thread of its own: an upload can take longer
+            // than the lease lives (a multipart upload of a big merge).
+            let keep = shared.clone();
+            workers.push(
+                std::thread::Builder::new()
+                    .name("skein-lease".into())
+                    .spawn(move || keep.keep_lease())
+                    .map_err(|e| Error::io("spawn the lease thread", e))?,
+            );
+        }
         Ok(BucketStore {
             shared,
-            worker: Mutex::new(worker),
+            workers: Mutex::new(workers),
         })
     }
 
@@ -317,7 +328,7 @@ impl Drop for BucketStore {
     fn drop(&mut self) {
         self.shared.objects.lock().stop = true;
         self.shared.wake.notify_all();
-        if let Some(t) = self.worker.lock().take() {
+        for t in self.workers.lock().drain(..) {
             let _ = t.join();
         }
         if let Some(lease) = &self.shared.lease {
@@ -335,47 +346,59 @@ fn remove_staged(path: &Path) {
 }
 
 impl Shared {
-    /// The upload thread: runs the queue front to back, renews the lease.
+    /// The lease thread: renews it every `RENEW_EVERY` until the store
+    /// stops or another process takes it.
+    fn keep_lease(&self) {
+        let Some(lease) = &self.lease else { return };
+        loop {
+            let next = Instant::now() + RENEW_EVERY;
+            {
+                let mut o = self.objects.lock();
+                while !o.stop && Instant::now() < next {
+                    self.wake.wait_until(&mut o, next);
+                }
+                if o.stop {
+                    return;
+                }
+            }
+            match lease.renew() {
+                Ok(()) => {}
+                Err(RenewError::Lost(holder)) => {
+                    let msg = format!(
+                        "the lease on {} was taken by {holder}: another skein writes this prefix; uploads stopped (objects stay on local disk)",
+                        self.remote.url()
+                    );
+                    tracing::error!("{msg}");
+                    self.faults.fail(FaultKind::Upload, msg.clone());
+                    self.objects.lock().lease_lost = Some(msg);
+                    self.wake.notify_all();
+                    return;
+                }
+                Err(RenewError::Failed(e)) => {
+                    self.faults
+                        .fail(FaultKind::Upload, format!("cannot renew the lease: {e}"));
+                }
+            }
+        }
+    }
+
+    /// The upload thread: runs the queue front to back.
     fn work(&self) {
         let mut backoff = Duration::from_millis(100);
         let mut retry_at = Instant::now();
-        let mut next_renew = Instant::now() + RENEW_EVERY;
-        let mut lost: Option<String> = None;
         loop {
-            if Instant::now() >= next_renew {
-                next_renew = Instant::now() + RENEW_EVERY;
-                let renewed = match &self.lease {
-                    Some(lease) => lease.renew(),
-                    None => Ok(()),
-                };
-                match renewed {
-                    Ok(()) => {}
-                    Err(RenewError::Lost(holder)) => {
-                        let msg = format!(
-                            "the lease on {} was taken by {holder}: another skein writes this prefix; uploads stopped (objects stay on local disk)",
-                            self.remote.url()
-                        );
-                        tracing::error!("{msg}");
-                        self.faults.fail(FaultKind::Upload, msg.clone());
-                        lost = Some(msg);
-                    }
-                    Err(RenewError::Failed(e)) => {
-                        self.faults
-                            .fail(FaultKind::Upload, format!("cannot renew the lease: {e}"));
-                    }
-                }
-            }
             let task = {
                 let mut o = self.objects.lock();
                 if o.stop {
                     return;
                 }
-                let ready = lost.is_none() && !o.queue.is_empty() && Instant::now() >= retry_at;
+                let lost = o.lease_lost.is_some();
+                let ready = !lost && !o.queue.is_empty() && Instant::now() >= retry_at;
                 if !ready {
-                    let until = if o.queue.is_empty() || lost.is_some() {
-                        next_renew
+                    let until = if o.queue.is_empty() || lost {
+                        Instant::now() + RENEW_EVERY
                     } else {
-                        next_renew.min(retry_at)
+                        retry_at
                     };
                     self.wake.wait_until(&mut o, until);
                     continue;
@@ -398,7 +421,7 @@ impl Shared {
                     }
                     o.uploads += matches!(task, Task::Upload { .. }) as u64;
                     backoff = Duration::from_millis(100);
-                    if lost.is_none() {
+                    if o.lease_lost.is_none() {
                         self.faults.clear(FaultKind::Upload);
                     }
                 }
