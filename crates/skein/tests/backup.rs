@@ -23,11 +23,7 @@ use skein_model::otlp::spans_to_otlp;
 const BATCH: u64 = 25;
 
 fn corpus() -> Corpus {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64;
-    Corpus::with_shape(1_000_000, 6, 5, 10, now)
+    Corpus::with_shape(1_000_000, 6, 5, 10, common::now_ns())
 }
 
 fn post(otlp_http: &str, c: &Corpus, range: std::ops::Range<u64>) {
@@ -249,20 +245,13 @@ fn backups_to_and_from_a_bucket() {
     let (data, restored) = (tmp.path().join("data"), tmp.path().join("restored"));
     let c = corpus();
     let endpoint = moto.url();
-    let s3 = [
-        "--s3-endpoint",
-        endpoint.as_str(),
-        "--s3-allow-http",
-        "--s3-region",
-        "us-east-1",
-        "--s3-access-key-id",
-        "test",
-        "--s3-secret-access-key",
-        "test",
-    ];
     // The source's parts live in the bucket too.
-    let mut flags = vec!["--storage", "s3://skein-backup/data", "--hot-max-age", "300ms"];
-    flags.extend(s3);
+    let mut flags: Vec<String> = ["--storage", "s3://skein-backup/data", "--hot-max-age", "300ms"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    flags.extend(common::moto::s3_flags(&endpoint));
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let source = Server::start(&data, &flags);
     let writer = Writer::start(&source.otlp_http, &c);
     writer.wait_for(800);

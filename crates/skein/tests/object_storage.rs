@@ -132,26 +132,9 @@ fn pipe(a: TcpStream, b: TcpStream, mode: Arc<AtomicU8>) {
 const BUCKET: &str = "skein-test";
 
 fn storage_flags(endpoint: &str, prefix: &str, extra: &[&str]) -> Vec<String> {
-    let mut v: Vec<String> = [
-        "--storage",
-        &format!("s3://{BUCKET}/{prefix}"),
-        "--s3-endpoint",
-        endpoint,
-        "--s3-allow-http",
-        "--s3-region",
-        "us-east-1",
-        "--s3-access-key-id",
-        "test",
-        "--s3-secret-access-key",
-        "test",
-        "--hot-max-age",
-        "500ms",
-        "--shutdown-timeout",
-        "20",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut v = vec!["--storage".to_string(), format!("s3://{BUCKET}/{prefix}")];
+    v.extend(common::moto::s3_flags(endpoint));
+    v.extend(["--hot-max-age", "500ms", "--shutdown-timeout", "20"].map(String::from));
     v.extend(extra.iter().map(|s| s.to_string()));
     v
 }
@@ -162,11 +145,7 @@ fn start(data: &Path, flags: &[String]) -> Server {
 }
 
 fn corpus() -> Corpus {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64;
-    Corpus::with_shape(1_000_000, 10, 6, 10, now)
+    Corpus::with_shape(1_000_000, 10, 6, 10, common::now_ns())
 }
 
 /// Sends traces `range` with a prompt stored as a payload.

@@ -13,6 +13,25 @@ pub struct Moto {
     pub port: u16,
 }
 
+/// The `--s3-*` flags that reach moto (or a proxy in front of it) at
+/// `endpoint`, with its test credentials.
+pub fn s3_flags(endpoint: &str) -> Vec<String> {
+    [
+        "--s3-endpoint",
+        endpoint,
+        "--s3-allow-http",
+        "--s3-region",
+        "us-east-1",
+        "--s3-access-key-id",
+        "test",
+        "--s3-secret-access-key",
+        "test",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
 impl Moto {
     pub fn start() -> Moto {
         let port = free_port();
