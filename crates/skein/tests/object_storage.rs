@@ -653,6 +653,8 @@ fn a_read_only_server_follows_the_writer() {
         "every span once after the merge"
     );
     let st = reader.get_json("/api/v1/stats");
+    assert_eq!(st["read_only"], true);
+    assert_eq!(writer.get_json("/api/v1/stats")["read_only"], false);
     assert_eq!(
         st["object_storage"]["put_requests"], 0,
         "the reader wrote to the bucket: {st}"

@@ -229,6 +229,8 @@ pub struct EngineStats {
     pub compacting: bool,
     pub next_seq: u64,
     pub durability: String,
+    /// Serves a bucket another skein writes (`--read-only`).
+    pub read_only: bool,
     /// Faults in force (see [`Engine::faults`]); empty when healthy.
     pub faults: Vec<Fault>,
     /// Failures ever, by fault kind (`wal`, `flush`, `compaction`,
@@ -1225,6 +1227,7 @@ impl Inner {
         let st = self.state.read().clone();
         let mut s = EngineStats {
             durability: self.wal.durability().to_string(),
+            read_only: self.opts.read_only(),
             ..Default::default()
         };
         let hot = |t: &Tier| {
