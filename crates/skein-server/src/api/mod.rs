@@ -196,6 +196,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/anomalies"),
     ("GET", "/api/v1/correlate/{trace_id}"),
     ("GET", "/api/v1/stats"),
+    ("POST", "/api/v1/backups"),
     ("GET", "/api/v1/llm/usage"),
     ("GET", "/api/v1/llm/tools"),
     ("GET", "/api/v1/sessions"),
