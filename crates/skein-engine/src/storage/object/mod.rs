@@ -55,6 +55,7 @@ use parking_lot::{Condvar, Mutex};
 use serde::Serialize;
 
 pub use cache::CacheStats;
+use remote::Listed;
 pub(crate) use remote::{PutError, Remote};
 pub use remote::{RemoteConfig, RemoteRequestStats};
 
@@ -221,23 +222,12 @@ impl BucketStore {
                 &staging_root.display().to_string(),
             )?)
         };
-        let (sum_objects, listed): (Vec<_>, Vec<_>) = listed
-            .into_iter()
-            .filter(|l| l.name != LEASE_NAME)
-            .partition(|l| sums::object_of(&l.name).is_some());
+        let (remote_objects, summed, orphan_sums) = split_listing(listed);
         let mut objects = Objects {
-            remote: listed.into_iter().map(|l| (l.name, l.size)).collect(),
+            remote: remote_objects,
+            summed,
             ..Default::default()
         };
-        let mut orphan_sums = Vec::new();
-        for l in sum_objects {
-            let object = sums::object_of(&l.name).unwrap_or_default().to_string();
-            if objects.remote.contains_key(&object) {
-                objects.summed.insert(object);
-            } else {
-                orphan_sums.push(object);
-            }
-        }
         let staging = LocalStore::open(staging_root, prefixes)?;
         let cache = Cache::open(&opts.cache_dir, opts.cache_bytes, &objects.remote)?;
         // A reader stages nothing (it never writes).
@@ -335,6 +325,27 @@ impl Drop for BucketStore {
             lease.release();
         }
     }
+}
+
+/// A bucket listing split into its objects (name → size), those of them
+/// with checksums, and checksums whose object is not listed; the lease is
+/// not an object of the store.
+fn split_listing(listed: Vec<Listed>) -> (HashMap<String, u64>, HashSet<String>, Vec<String>) {
+    let (sum_objects, objects): (Vec<_>, Vec<_>) = listed
+        .into_iter()
+        .filter(|l| l.name != LEASE_NAME)
+        .partition(|l| sums::object_of(&l.name).is_some());
+    let objects: HashMap<String, u64> = objects.into_iter().map(|l| (l.name, l.size)).collect();
+    let (mut summed, mut orphans) = (HashSet::new(), Vec::new());
+    for l in sum_objects {
+        let object = sums::object_of(&l.name).unwrap_or_default().to_string();
+        if objects.contains_key(&object) {
+            summed.insert(object);
+        } else {
+            orphans.push(object);
+        }
+    }
+    (objects, summed, orphans)
 }
 
 fn remove_staged(path: &Path) {
@@ -624,27 +635,10 @@ impl PartStore for BucketStore {
         if !s.read_only {
             return Ok(());
         }
-        let listed = s.remote.list()?;
+        let (remote, summed, _) = split_listing(s.remote.list()?);
         let mut o = s.objects.lock();
-        o.remote.clear();
-        o.summed.clear();
-        let mut summed = Vec::new();
-        for l in listed {
-            if l.name == LEASE_NAME {
-                continue;
-            }
-            match sums::object_of(&l.name) {
-                Some(object) => summed.push(object.to_string()),
-                None => {
-                    o.remote.insert(l.name, l.size);
-                }
-            }
-        }
-        for object in summed {
-            if o.remote.contains_key(&object) {
-                o.summed.insert(object);
-            }
-        }
+        o.remote = remote;
+        o.summed = summed;
         let Objects { remote, sums, .. } = &mut *o;
         sums.retain(|name, _| remote.contains_key(name));
         Ok(())
