@@ -71,6 +71,9 @@ pub struct ServerConfig {
     /// Also drop the oldest parts below it.
     #[serde(skip)]
     pub on_disk_full: skein_engine::OnDiskFull,
+    /// Limits of `POST /api/v1/sql` (memory, timeout, JSON row cap).
+    #[serde(skip)]
+    pub sql: skein_sql::SqlOptions,
 }
 
 pub const DEFAULT_OTLP_GRPC: &str = "127.0.0.1:4317";
@@ -106,6 +109,7 @@ impl ServerConfig {
             retention_interval: Duration::from_secs(60),
             min_free_disk: skein_engine::MinFreeDisk::Auto,
             on_disk_full: skein_engine::OnDiskFull::Refuse,
+            sql: skein_sql::SqlOptions::default(),
         }
     }
 }
