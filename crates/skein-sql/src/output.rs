@@ -117,7 +117,11 @@ pub fn column_json(a: &ArrayRef) -> Result<Vec<Value>> {
         DataType::Boolean => {
             let b = a.as_boolean();
             for i in 0..n {
-                out.push(if b.is_null(i) { Value::Null } else { Value::Bool(b.value(i)) });
+                out.push(if b.is_null(i) {
+                    Value::Null
+                } else {
+                    Value::Bool(b.value(i))
+                });
             }
         }
         DataType::Int8 => prim!(Int8Type, Value::from),
@@ -133,19 +137,31 @@ pub fn column_json(a: &ArrayRef) -> Result<Vec<Value>> {
         DataType::Utf8 => {
             let s = a.as_string::<i32>();
             for i in 0..n {
-                out.push(if s.is_null(i) { Value::Null } else { Value::String(s.value(i).to_string()) });
+                out.push(if s.is_null(i) {
+                    Value::Null
+                } else {
+                    Value::String(s.value(i).to_string())
+                });
             }
         }
         DataType::LargeUtf8 => {
             let s = a.as_string::<i64>();
             for i in 0..n {
-                out.push(if s.is_null(i) { Value::Null } else { Value::String(s.value(i).to_string()) });
+                out.push(if s.is_null(i) {
+                    Value::Null
+                } else {
+                    Value::String(s.value(i).to_string())
+                });
             }
         }
         DataType::Utf8View => {
             let s = a.as_string_view();
             for i in 0..n {
-                out.push(if s.is_null(i) { Value::Null } else { Value::String(s.value(i).to_string()) });
+                out.push(if s.is_null(i) {
+                    Value::Null
+                } else {
+                    Value::String(s.value(i).to_string())
+                });
             }
         }
         DataType::Decimal128(_, _) | DataType::Decimal256(_, _) => {
@@ -266,7 +282,10 @@ impl Encoder {
     }
 
     fn take_arrow(&mut self) -> Vec<u8> {
-        self.arrow.as_mut().map(|w| std::mem::take(w.get_mut())).unwrap_or_default()
+        self.arrow
+            .as_mut()
+            .map(|w| std::mem::take(w.get_mut()))
+            .unwrap_or_default()
     }
 
     pub fn batch(&mut self, batch: &RecordBatch) -> Result<Vec<u8>> {
@@ -427,7 +446,10 @@ mod tests {
         let mut e = Encoder::new(Format::Csv, b.schema()).unwrap();
         let mut out = e.header().unwrap();
         out.extend(e.batch(&b).unwrap());
-        assert_eq!(String::from_utf8(out).unwrap(), "n,s,f\r\n1,\"a,b\",0.5\r\n,x,NaN\r\n3,,\r\n");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "n,s,f\r\n1,\"a,b\",0.5\r\n,x,NaN\r\n3,,\r\n"
+        );
     }
 
     #[test]

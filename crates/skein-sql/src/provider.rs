@@ -293,15 +293,17 @@ impl PartitionStream for EngineStream {
         // out, or its client went away) the send fails and the scan stops.
         tokio::task::spawn_blocking(move || {
             let mut failed: Option<DataFusionError> = None;
-            let r = engine.scan_batches(signal, &req, &mut |batch| {
-                match table.convert(&batch, &projection, &schema) {
+            let r = engine.scan_batches(
+                signal,
+                &req,
+                &mut |batch| match table.convert(&batch, &projection, &schema) {
                     Ok(b) => tx.blocking_send(Ok(b)).is_ok(),
                     Err(e) => {
                         failed = Some(e);
                         false
                     }
-                }
-            });
+                },
+            );
             let err = match (r, failed) {
                 (_, Some(e)) => Some(e),
                 (Err(e), None) => Some(DataFusionError::External(Box::new(e))),

@@ -316,7 +316,10 @@ mod tests {
             let mut t = String::new();
             value_text(&v, &mut t);
             let alts = values_printing_as(&t).unwrap_or_else(|| panic!("{t:?} should narrow"));
-            assert!(alts.iter().any(|a| a.query_eq(&v)), "{v:?} printed {t:?}, alternatives {alts:?}");
+            assert!(
+                alts.iter().any(|a| a.query_eq(&v)),
+                "{v:?} printed {t:?}, alternatives {alts:?}"
+            );
         }
         // Whatever bytes, arrays and maps print as never narrows.
         for v in [
@@ -335,13 +338,24 @@ mod tests {
     fn tables_expose_ids_as_hex_and_attributes_as_maps() {
         for t in Table::all() {
             let s = &t.schema;
-            assert_eq!(s.field_with_name("attributes").unwrap().data_type(), &map_type(), "{}", t.name);
-            assert_eq!(s.field_with_name("resource_attributes").unwrap().data_type(), &map_type());
+            assert_eq!(
+                s.field_with_name("attributes").unwrap().data_type(),
+                &map_type(),
+                "{}",
+                t.name
+            );
+            assert_eq!(
+                s.field_with_name("resource_attributes").unwrap().data_type(),
+                &map_type()
+            );
             assert_eq!(s.field_with_name("service_name").unwrap().data_type(), &DataType::Utf8);
             assert_eq!(s.field_with_name(t.time_column).unwrap().data_type(), &timestamp_type());
         }
         let tables = Table::all();
         let spans = &tables[0];
-        assert_eq!(spans.schema.field_with_name("trace_id").unwrap().data_type(), &DataType::Utf8);
+        assert_eq!(
+            spans.schema.field_with_name("trace_id").unwrap().data_type(),
+            &DataType::Utf8
+        );
     }
 }

@@ -79,7 +79,11 @@ fn counts_agree_across_hot_tier_and_parts() {
         Value::from(100)
     );
     assert_eq!(
-        one(&sql, &rt, "SELECT count(*) FROM spans WHERE attributes['http.route'] = '/users'"),
+        one(
+            &sql,
+            &rt,
+            "SELECT count(*) FROM spans WHERE attributes['http.route'] = '/users'"
+        ),
         Value::from(100)
     );
     // An int attribute compared as the text the map holds.
@@ -99,9 +103,13 @@ fn counts_agree_across_hot_tier_and_parts() {
     e.ingest_spans(vec![spans[0].clone()]).unwrap();
     assert_eq!(one(&sql, &rt, "SELECT count(*) FROM spans"), Value::from(300));
     assert_eq!(
-        one(&sql, &rt, "SELECT resource_attributes['service.name'] FROM spans LIMIT 1")
-            .as_str()
-            .map(|s| SERVICES.contains(&s)),
+        one(
+            &sql,
+            &rt,
+            "SELECT resource_attributes['service.name'] FROM spans LIMIT 1"
+        )
+        .as_str()
+        .map(|s| SERVICES.contains(&s)),
         Some(true)
     );
 }
@@ -231,7 +239,10 @@ fn scores_and_llm_calls_are_views() {
     let sql = Sql::new(e, SqlOptions::default()).unwrap();
     let rt = rt();
     let rows = rt
-        .block_on(query(&sql, "SELECT id, trace_id, session_id, name, value, comment, source FROM scores"))
+        .block_on(query(
+            &sql,
+            "SELECT id, trace_id, session_id, name, value, comment, source FROM scores",
+        ))
         .unwrap();
     assert_eq!(
         rows,
@@ -246,10 +257,18 @@ fn scores_and_llm_calls_are_views() {
         ]]
     );
     let rows = rt
-        .block_on(query(&sql, "SELECT kind, provider, input_tokens, output_tokens FROM llm_calls"))
+        .block_on(query(
+            &sql,
+            "SELECT kind, provider, input_tokens, output_tokens FROM llm_calls",
+        ))
         .unwrap();
     assert_eq!(
         rows,
-        vec![vec![Value::from("llm"), Value::from("openai"), Value::from(120), Value::from(30)]]
+        vec![vec![
+            Value::from("llm"),
+            Value::from("openai"),
+            Value::from(120),
+            Value::from(30)
+        ]]
     );
 }

@@ -74,11 +74,17 @@ fn answers_equal_duckdbs_over_the_same_data() {
     s.restart();
     let stats = s.get_json("/api/v1/stats");
     for signal in ["spans", "logs", "metrics"] {
-        assert!(stats["parts_by_signal"][signal].as_u64() >= Some(1), "{signal} in parts: {stats}");
+        assert!(
+            stats["parts_by_signal"][signal].as_u64() >= Some(1),
+            "{signal} in parts: {stats}"
+        );
     }
     python(&["ingest", &s.otlp_http, "2"]);
     let stats = s.get_json("/api/v1/stats");
-    assert!(stats["hot_records"].as_u64() >= Some(1), "the second half in the hot tier: {stats}");
+    assert!(
+        stats["hot_records"].as_u64() >= Some(1),
+        "the second half in the hot tier: {stats}"
+    );
     let out = dir.path().join("parquet");
     std::fs::create_dir_all(&out).unwrap();
     python(&["compare", &s.api, out.to_str().unwrap()]);
@@ -132,13 +138,19 @@ fn formats_errors_caps_and_the_cli() {
     assert_eq!(exact["truncated"], json!(false), "exactly the cap is complete");
 
     // NDJSON and CSV stream every row, past the JSON cap.
-    let r = sql(&s, &json!({"query": "SELECT span_id, attributes['http.route'] AS route FROM spans ORDER BY span_id", "format": "ndjson"}));
+    let r = sql(
+        &s,
+        &json!({"query": "SELECT span_id, attributes['http.route'] AS route FROM spans ORDER BY span_id", "format": "ndjson"}),
+    );
     assert_eq!(r.headers()["content-type"], "application/x-ndjson");
     let text = r.text().unwrap();
     let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 12);
     assert_eq!(lines[0], json!({"span_id": "0000000000000001", "route": "/r0"}));
-    let r = sql(&s, &json!({"query": "SELECT span_id, name FROM spans ORDER BY span_id", "format": "csv"}));
+    let r = sql(
+        &s,
+        &json!({"query": "SELECT span_id, name FROM spans ORDER BY span_id", "format": "csv"}),
+    );
     assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/csv"));
     let csv = r.text().unwrap();
     assert_eq!(csv.lines().count(), 13, "{csv}");
@@ -147,11 +159,18 @@ fn formats_errors_caps_and_the_cli() {
 
     // Arrow IPC: read back by DuckDB? Python's pyarrow is not installed;
     // check the stream framing: the continuation marker and the schema.
-    let r = sql(&s, &json!({"query": "SELECT count(*) AS n FROM spans", "format": "arrow"}));
+    let r = sql(
+        &s,
+        &json!({"query": "SELECT count(*) AS n FROM spans", "format": "arrow"}),
+    );
     assert_eq!(r.headers()["content-type"], "application/vnd.apache.arrow.stream");
     let bytes = r.bytes().unwrap();
     assert_eq!(&bytes[..4], &[0xff, 0xff, 0xff, 0xff], "IPC stream continuation marker");
-    assert_eq!(&bytes[bytes.len() - 8..], &[0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0], "end of stream");
+    assert_eq!(
+        &bytes[bytes.len() - 8..],
+        &[0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0],
+        "end of stream"
+    );
 
     // A bad query: 400 with DataFusion's message, in the API's error shape.
     let (status, e) = error_of(&s, &json!({"query": "SELECT nope FROM spans"}));
@@ -193,11 +212,21 @@ fn formats_errors_caps_and_the_cli() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["rows"], json!([[12]]));
     let out = Command::new(common::bin())
-        .args(["sql", "--server", &s.api, "--format", "table", "SELECT name, count(*) AS n FROM spans GROUP BY name ORDER BY name"])
+        .args([
+            "sql",
+            "--server",
+            &s.api,
+            "--format",
+            "table",
+            "SELECT name, count(*) AS n FROM spans GROUP BY name ORDER BY name",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success());
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "name  n\nop-0  4\nop-1  4\nop-2  4\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "name  n\nop-0  4\nop-1  4\nop-2  4\n"
+    );
     let out = Command::new(common::bin())
         .args(["sql", "--server", &s.api, "SELECT nope"])
         .output()

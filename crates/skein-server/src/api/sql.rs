@@ -23,10 +23,10 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use datafusion_stream::{Next, next_before};
 use futures::StreamExt;
-use skein_sql::datafusion::arrow::array::RecordBatch;
-use skein_sql::datafusion::physical_plan::SendableRecordBatchStream;
 use serde::Deserialize;
 use serde_json::json;
+use skein_sql::datafusion::arrow::array::RecordBatch;
+use skein_sql::datafusion::physical_plan::SendableRecordBatchStream;
 use skein_sql::output::{Encoder, Format, JsonAnswer};
 use skein_sql::{Answer, Sql, SqlError};
 
@@ -66,7 +66,11 @@ fn sql(app: &App) -> Result<Arc<Sql>, ApiError> {
     Ok(app.sql.get_or_init(|| s).clone())
 }
 
-pub async fn post(State(app): State<Arc<App>>, Query(q): super::handlers::Q, body: Bytes) -> Result<Response, ApiError> {
+pub async fn post(
+    State(app): State<Arc<App>>,
+    Query(q): super::handlers::Q,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     Params::new(q).finish()?;
     let body: SqlRequest = serde_json::from_slice(&body).map_err(|e| {
         ApiError::bad_request(&format!(

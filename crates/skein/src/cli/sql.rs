@@ -49,10 +49,18 @@ pub fn sql(ctx: &Ctx, a: &SqlArgs) -> CliResult<Exit> {
 fn table_text(v: &Value) -> String {
     let names: Vec<String> = v["columns"]
         .as_array()
-        .map(|c| c.iter().map(|c| c["name"].as_str().unwrap_or("?").to_string()).collect())
+        .map(|c| {
+            c.iter()
+                .map(|c| c["name"].as_str().unwrap_or("?").to_string())
+                .collect()
+        })
         .unwrap_or_default();
     // Cells are looked up by position (names may repeat or hold dots).
-    let columns: Vec<(String, String)> = names.iter().enumerate().map(|(i, n)| (format!("c{i}"), n.clone())).collect();
+    let columns: Vec<(String, String)> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (format!("c{i}"), n.clone()))
+        .collect();
     let rows: Vec<Value> = v["rows"]
         .as_array()
         .map(|rows| {
@@ -81,6 +89,9 @@ mod tests {
             "rows": [["api", 12], ["db", 3]],
             "truncated": false
         });
-        assert_eq!(table_text(&v), "service_name  count(*)\napi                 12\ndb                   3\n");
+        assert_eq!(
+            table_text(&v),
+            "service_name  count(*)\napi                 12\ndb                   3\n"
+        );
     }
 }
