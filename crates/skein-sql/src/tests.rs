@@ -47,7 +47,7 @@ fn one(sql: &Sql, rt: &tokio::runtime::Runtime, q: &str) -> Value {
 /// A span of `service` at `t` with `http.route` = `route`.
 fn span(i: u64, service: &str, route: &str, t: u64) -> Span {
     Span {
-        trace_id: TraceId::from_u128(1 + i / 3),
+        trace_id: TraceId::from_u128(1 + u128::from(i) / 3),
         span_id: SpanId::from_u64(1 + i),
         name: format!("op-{}", i % 4),
         start_time_unix_nano: t,
@@ -215,7 +215,7 @@ proptest! {
 fn scores_and_llm_calls_are_views() {
     let dir = tempfile::tempdir().unwrap();
     let e = engine(dir.path());
-    let score = skein_model::genai::Score::record(
+    let score = skein_model::genai::score::Score::record(
         "s1",
         TraceId::from_u128(7),
         Some(SpanId::from_u64(3)),
