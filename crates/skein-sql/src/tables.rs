@@ -310,8 +310,9 @@ mod tests {
             AnyValue::Int(-7),
             AnyValue::Double(0.25),
             AnyValue::Double(200.0),
-            AnyValue::Bool(true),
         ];
+        // "true" could also be base64 bytes: it never narrows (safe).
+        assert!(values_printing_as("true").is_none());
         for v in cases {
             let mut t = String::new();
             value_text(&v, &mut t);
