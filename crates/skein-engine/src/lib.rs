@@ -80,6 +80,7 @@ pub use query::diagnose::series::Buckets;
 pub use query::llm::{
     SessionDetail, SessionPage, SessionSummary, SessionTurn, ToolSummary, Usage, UsageFigures, UsageGroup, UsageGroupBy,
 };
+pub use query::scan::{ScanRequest, ScanStats, schema as scan_schema};
 pub use query::timeline::{MetricName, ServiceSeries};
 pub use query::{
     AttrFilter, AttrPredicate, Cursor, DiagnoseRequest, Diagnosis, Explain, Finding, Latency, LogQuery, MetricQuery,

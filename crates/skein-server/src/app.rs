@@ -21,6 +21,9 @@ pub enum Arrival {
 pub struct App {
     pub config: ServerConfig,
     engine: OnceLock<Arc<Engine>>,
+    /// SQL over the engine, made on first use (its memory pool is shared
+    /// by every query).
+    pub sql: OnceLock<Arc<skein_sql::Sql>>,
     pub admission: Admission,
     pub metrics: Metrics,
     pub arrivals: broadcast::Sender<Arrival>,
@@ -101,6 +104,7 @@ impl App {
             auth_failures: Default::default(),
             config,
             engine: OnceLock::new(),
+            sql: OnceLock::new(),
             admission,
             metrics: Metrics::new(),
             arrivals: broadcast::channel(4096).0,

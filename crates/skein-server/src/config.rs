@@ -81,6 +81,9 @@ pub struct ServerConfig {
     /// How often a `--read-only` server takes the bucket's listing again.
     #[serde(with = "millis")]
     pub refresh_interval: Duration,
+    /// Limits of `POST /api/v1/sql` (memory, timeout, JSON row cap).
+    #[serde(skip)]
+    pub sql: skein_sql::SqlOptions,
 }
 
 pub const DEFAULT_OTLP_GRPC: &str = "127.0.0.1:4317";
@@ -119,6 +122,7 @@ impl ServerConfig {
             backup_bucket_options: Vec::new(),
             storage_wait: false,
             refresh_interval: Duration::from_secs(10),
+            sql: skein_sql::SqlOptions::default(),
         }
     }
 }

@@ -114,6 +114,19 @@ pub struct ServeArgs {
     /// continue.
     #[arg(long, env = "SKEIN_MCP_MAX_BYTES", value_name = "SIZE")]
     mcp_max_bytes: Option<String>,
+    /// Memory all running SQL queries (POST /api/v1/sql, `skein sql`) may
+    /// hold together for sorts, joins and aggregations; a query needing
+    /// more fails with `too_large` [default: 512MiB].
+    #[arg(long, env = "SKEIN_SQL_MEMORY", value_name = "SIZE")]
+    sql_memory: Option<String>,
+    /// Longest a SQL query may run, its answer's streaming included, e.g.
+    /// 30s, 2m [default: 30s].
+    #[arg(long, env = "SKEIN_SQL_TIMEOUT", value_name = "DURATION")]
+    sql_timeout: Option<String>,
+    /// Rows of a JSON SQL answer; past them it says `truncated: true`
+    /// (NDJSON, CSV and Arrow answers stream every row) [default: 10000].
+    #[arg(long, env = "SKEIN_SQL_MAX_ROWS", value_name = "N")]
+    sql_max_rows: Option<usize>,
     /// Bearer tokens and their scopes, a TOML file (`[[token]]` with `name`,
     /// `secret` or `sha256`, `scopes` of ingest, read, admin, optional
     /// `tenant`; docs/security.md), read again on SIGHUP. For one-liners,
@@ -196,6 +209,9 @@ struct FileConfig {
     pricing: Option<PathBuf>,
     wal_salvage: Option<bool>,
     mcp_max_bytes: Option<toml::Value>,
+    sql_memory: Option<toml::Value>,
+    sql_timeout: Option<String>,
+    sql_max_rows: Option<usize>,
     auth_tokens: Option<PathBuf>,
     redact: Option<PathBuf>,
     redact_defaults: Option<bool>,
@@ -423,6 +439,19 @@ fn build_config(args: &ServeArgs) -> Result<(ServerConfig, String), String> {
     )?;
     if c.mcp_max_bytes == 0 {
         return Err("--mcp-max-bytes: must be more than 0".into());
+    }
+    c.sql.memory_bytes = size(&args.sql_memory, &file.sql_memory, "sql-memory", c.sql.memory_bytes)?;
+    if c.sql.memory_bytes == 0 {
+        return Err("--sql-memory: must be more than 0".into());
+    }
+    if let Some(a) = args.sql_timeout.as_ref() {
+        c.sql.timeout = parse_age(a).map_err(|e| format!("--sql-timeout: {e}"))?;
+    } else if let Some(a) = file.sql_timeout.as_ref() {
+        c.sql.timeout = parse_age(a).map_err(|e| format!("sql_timeout in config: {e}"))?;
+    }
+    c.sql.max_json_rows = args.sql_max_rows.or(file.sql_max_rows).unwrap_or(c.sql.max_json_rows);
+    if c.sql.max_json_rows == 0 {
+        return Err("--sql-max-rows: must be more than 0".into());
     }
     c.skill = Some(crate::cli::skill::SKILL);
     c.wal_salvage = args.wal_salvage || file.wal_salvage.unwrap_or(false);

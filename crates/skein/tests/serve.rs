@@ -454,6 +454,7 @@ fn every_api_route_answers_its_documented_shape() {
         ("get", "/api/v1/tail", "/api/v1/tail"),
         ("get", "/api/v1/openapi.json", "/api/v1/openapi.json"),
         ("post", "/api/v1/backups", "/api/v1/backups"),
+        ("post", "/api/v1/sql", "/api/v1/sql"),
     ];
     let doc = s.get_json("/api/v1/openapi.json");
     let mut documented: Vec<(String, String)> = Vec::new();
@@ -486,6 +487,11 @@ fn every_api_route_answers_its_documented_shape() {
             "post" if path == "/api/v1/backups" => http
                 .post(format!("{}{url}", s.api))
                 .json(&serde_json::json!({"to": dir.path().join("backup")}))
+                .send()
+                .unwrap(),
+            "post" if path == "/api/v1/sql" => http
+                .post(format!("{}{url}", s.api))
+                .json(&serde_json::json!({"query": "SELECT count(*) AS n FROM spans WHERE service = 'svc'"}))
                 .send()
                 .unwrap(),
             "post" => http
@@ -553,6 +559,7 @@ fn every_api_route_answers_its_documented_shape() {
     assert_eq!(a("POST /api/v1/spans")["accepted"], 1);
     assert!(a("POST /api/v1/backups")["files"].as_u64().unwrap() > 0);
     assert!(dir.path().join("backup/manifest.json").exists());
+    assert_eq!(a("POST /api/v1/sql")["rows"], serde_json::json!([[2]]));
     assert_eq!(len(&a("GET /api/v1/logs")["logs"]), 6);
     assert_eq!(len(&a("GET /api/v1/metrics")["points"]), 4);
     let names = &a("GET /api/v1/metrics/names")["metrics"];

@@ -14,6 +14,7 @@ pub mod params;
 mod payloads;
 mod scores;
 mod series;
+mod sql;
 mod tail;
 pub mod views;
 
@@ -206,6 +207,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/scores"),
     ("GET", "/api/v1/payloads/{ref}"),
     ("GET", "/api/v1/tail"),
+    ("POST", "/api/v1/sql"),
     ("GET", "/api/v1/openapi.json"),
 ];
 
@@ -234,6 +236,7 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/v1/scores", get(scores::list).post(scores::post))
         .route("/api/v1/payloads/{ref}", get(payloads::get_payload))
         .route("/api/v1/tail", get(tail::tail))
+        .route("/api/v1/sql", axum::routing::post(sql::post))
         .route("/api/v1/openapi.json", get(openapi::document))
         .fallback(|| async { ApiError::not_found("no such endpoint; see /api/v1/openapi.json".into()) })
 }

@@ -155,6 +155,13 @@ pub fn spec() -> Value {
         v.extend(span_filters().into_iter().filter(|p| p["name"] != "limit"));
         v
     };
+    // Its own value: one more entry in the document below passes the
+    // json! macro's recursion limit.
+    let sql = json!({"post": {"summary": "Read-only SQL (DataFusion) over the tables spans, logs and metric_points (see docs/sql.md): {query, format: json|ndjson|csv|arrow}. JSON (below) holds at most --sql-max-rows rows; ndjson (application/x-ndjson), csv (text/csv) and arrow (application/vnd.apache.arrow.stream) stream every row.",
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["query"],
+                    "properties": {"query": {"type": "string"}, "format": {"type": "string", "enum": ["json", "ndjson", "csv", "arrow"]}}}}}},
+                "responses": {"200": {"description": "{columns: [{name, type}], rows: [[...]], truncated}"},
+                              "400": {"description": "A bad or refused query (DataFusion's message; code bad_request), one past --sql-memory (too_large) or --sql-timeout (timeout)."}}}});
     json!({
         "openapi": "3.1.0",
         "info": {"title": "Skein API", "version": env!("CARGO_PKG_VERSION"),
@@ -245,6 +252,7 @@ pub fn spec() -> Value {
                 "parameters": [param("signal", "spans, logs or all (default)."), param("service", "Service name."),
                                param("status", "unset, ok or error."), param("severity", "Minimum log severity.")],
                 "responses": {"200": {"description": "text/event-stream"}}}},
+            "/api/v1/sql": sql,
             "/api/v1/openapi.json": {"get": {"summary": "This document.", "responses": {"200": {"description": "OpenAPI 3.1"}}}},
         }
     })

@@ -11,6 +11,7 @@
 //! | `llm` | `llm usage`, `llm tools`, `sessions`, `session` |
 //! | `export` | `export spans\|logs`: NDJSON to stdout |
 //! | `query` | `query …`, `get trace`, `correlate` |
+//! | `sql` | `sql "SELECT …"`: read-only SQL |
 //! | `stream` | `watch`, `tail` |
 //! | `waterfall` | the trace waterfall of `get trace --format table` |
 //! | `skill` | `skill install`: the agent skill file |
@@ -27,6 +28,7 @@ mod mcp;
 pub mod output;
 mod query;
 pub mod skill;
+mod sql;
 mod stream;
 mod waterfall;
 
@@ -126,6 +128,9 @@ pub enum Command {
     /// line `{"export_complete": true, "count": N}`).
     #[command(subcommand)]
     Export(Box<export::ExportCommand>),
+    /// A read-only SQL query over spans, logs and metric_points (a table on
+    /// a terminal, else the JSON answer; docs/sql.md).
+    Sql(sql::SqlArgs),
     /// Fetch one record by id.
     #[command(subcommand)]
     Get(query::GetCommand),
@@ -197,6 +202,7 @@ fn dispatch(command: Command, ctx: &Ctx) -> CliResult<Exit> {
         Command::Score(c) => llm::score(ctx, &c),
         Command::Query(q) => query::query(ctx, &q),
         Command::Export(c) => export::export(ctx, &c),
+        Command::Sql(a) => sql::sql(ctx, &a),
         Command::Get(g) => query::get(ctx, &g),
         Command::Correlate(a) => query::correlate(ctx, &a),
         Command::Watch(a) => stream::watch(ctx, &a),
