@@ -12,6 +12,7 @@ mod matrix;
 mod mcp_mode;
 mod report;
 mod server;
+mod sql_mode;
 mod stats;
 mod storage_mode;
 mod text_mode;
@@ -58,6 +59,9 @@ enum Mode {
     /// loopback): ingest, trace by id cold and warm, an attribute filter,
     /// services; bucket requests and bytes per query, cache hit ratio.
     Storage(storage_mode::StorageArgs),
+    /// SQL: the issue #23 query (count and approximate p95 per service over
+    /// the last hour) through `POST /api/v1/sql`, over 10M spans by default.
+    Sql(sql_mode::SqlArgs),
     /// (Internal) the engine's memory probe, run by `engine` as a child.
     #[command(hide = true)]
     EngineMemory(engine_mode::MemoryArgs),
@@ -76,6 +80,7 @@ fn main() -> ExitCode {
         Mode::Mcp(a) => mcp_mode::run(a),
         Mode::Ui(a) => ui_mode::run(a),
         Mode::Storage(a) => storage_mode::run(a),
+        Mode::Sql(a) => sql_mode::run(a),
         Mode::EngineMemory(a) => engine_mode::memory(a),
     };
     match r {

@@ -727,6 +727,28 @@ fn render_ui(v: &Value) -> String {
     s
 }
 
+/// The BENCHMARKS.md section of a `sql` run.
+fn render_sql(v: &Value) -> String {
+    let p = &v["params"];
+    let r = &v["results"];
+    let mut s = format!(
+        "## SQL\n\n`POST /api/v1/sql` over the canonical corpus ({} spans in the last hour), {} runs: `{}`. Target: at most {} s over 10M spans ({}); the answers' counts add up to the spans stored: {}.\n\n",
+        p["spans"],
+        p["runs"],
+        p["query"].as_str().unwrap_or(""),
+        r["target_s"],
+        if r["meets_target"] == true { "met" } else { "**missed**" },
+        r["counts_verified"]
+    );
+    s.push_str(&machine(&v["machine"]));
+    s.push_str(&format!(
+        "\n| median s | max s |\n|---:|---:|\n| {} | {} |\n\n",
+        f(&r["median_s"], 3),
+        f(&r["max_s"], 3)
+    ));
+    s
+}
+
 pub fn render(all: &Map<String, Value>) -> String {
     let mut s = String::from(
         "# Skein benchmarks\n\nWritten by `skein-bench` from `benchmarks.json`; every number comes from a run, none is typed by hand. \
@@ -762,6 +784,9 @@ pub fn render(all: &Map<String, Value>) -> String {
     }
     if let Some(v) = all.get("storage") {
         s.push_str(&render_storage(v));
+    }
+    if let Some(v) = all.get("sql") {
+        s.push_str(&render_sql(v));
     }
     if let Some(v) = all.get("ladder") {
         s.push_str(&render_ladder(v));

@@ -44,6 +44,11 @@ pub enum Error {
     /// (flushes failing while the frozen tiers they would free fill memory).
     #[error("background {kind} is failing ({reason}); ingest resumes once it succeeds")]
     Background { kind: FaultKind, reason: String },
+    /// This engine reads a bucket another skein writes (`--read-only`).
+    #[error(
+        "this skein is read-only (--read-only): it serves queries from the bucket; send telemetry to the skein that writes it"
+    )]
+    ReadOnly,
     /// Object storage refused or failed a request (unreachable, missing
     /// bucket, bad credentials, an object that is not what it should be).
     #[error("object storage: {what}: {detail}")]
@@ -94,6 +99,12 @@ impl Error {
     /// `Retry-After`, gRPC RESOURCE_EXHAUSTED).
     pub fn is_disk_full(&self) -> bool {
         matches!(self, Error::DiskFull { .. })
+    }
+
+    /// A write to a read-only engine: never to be retried here (HTTP 403,
+    /// gRPC PERMISSION_DENIED).
+    pub fn is_read_only(&self) -> bool {
+        matches!(self, Error::ReadOnly)
     }
 }
 

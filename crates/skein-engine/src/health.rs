@@ -47,10 +47,15 @@ pub enum FaultKind {
     /// or a WAL write failed with ENOSPC. Ingest is refused (503, retry
     /// later) until space returns; queries go on. Clears by itself.
     Disk,
+    /// An object read back from object storage failed its checksum or is
+    /// not the size it was written at (changed or truncated in the
+    /// bucket). That read is an error naming the object; everything else
+    /// works, so the engine is degraded. Lasts until a restart.
+    Corrupt,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 9] = [
         FaultKind::Wal,
         FaultKind::Flush,
         FaultKind::Compaction,
@@ -59,6 +64,7 @@ impl FaultKind {
         FaultKind::Retention,
         FaultKind::Gc,
         FaultKind::Disk,
+        FaultKind::Corrupt,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -71,6 +77,7 @@ impl FaultKind {
             FaultKind::Retention => "retention",
             FaultKind::Gc => "gc",
             FaultKind::Disk => "disk",
+            FaultKind::Corrupt => "corrupt",
         }
     }
 
@@ -82,7 +89,12 @@ impl FaultKind {
     pub fn degrades_only(self) -> bool {
         matches!(
             self,
-            FaultKind::Payload | FaultKind::Upload | FaultKind::Retention | FaultKind::Gc | FaultKind::Disk
+            FaultKind::Payload
+                | FaultKind::Upload
+                | FaultKind::Retention
+                | FaultKind::Gc
+                | FaultKind::Disk
+                | FaultKind::Corrupt
         )
     }
 }

@@ -29,6 +29,7 @@
 //! envelope, storage, fsutil, hash   files, checksums, hashing
 //! ```
 
+pub mod backup;
 mod engine;
 mod error;
 mod health;
@@ -80,6 +81,7 @@ pub use query::diagnose::series::Buckets;
 pub use query::llm::{
     SessionDetail, SessionPage, SessionSummary, SessionTurn, ToolSummary, Usage, UsageFigures, UsageGroup, UsageGroupBy,
 };
+pub use query::scan::{ScanRequest, ScanStats, schema as scan_schema};
 pub use query::timeline::{MetricName, ServiceSeries};
 pub use query::{
     AttrFilter, AttrPredicate, Cursor, DiagnoseRequest, Diagnosis, Explain, Finding, Latency, LogQuery, MetricQuery,

@@ -16,6 +16,7 @@ use bytes::Bytes;
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{self, TMP_SUFFIX};
 
+pub mod hold;
 pub mod object;
 
 /// Random-access reads of one stored object.
@@ -55,6 +56,18 @@ pub trait PartStore: Send + Sync {
     /// for local disk.
     fn object_storage_stats(&self) -> Option<object::ObjectStorageStats> {
         None
+    }
+
+    /// Frees up to `bytes` of local disk that holds only copies (a
+    /// bucket's cache); the bytes freed. Local disk alone has none.
+    fn free_local(&self, _bytes: u64) -> u64 {
+        0
+    }
+
+    /// Takes the list of objects again, for a reader of a store someone
+    /// else writes (a read-only server on a bucket); a no-op otherwise.
+    fn refresh(&self) -> Result<()> {
+        Ok(())
     }
 
     /// Waits until every object written is in its final place (uploaded,

@@ -21,6 +21,9 @@ pub enum Arrival {
 pub struct App {
     pub config: ServerConfig,
     engine: OnceLock<Arc<Engine>>,
+    /// SQL over the engine, made on first use (its memory pool is shared
+    /// by every query).
+    pub sql: OnceLock<Arc<skein_sql::Sql>>,
     pub admission: Admission,
     pub metrics: Metrics,
     pub arrivals: broadcast::Sender<Arrival>,
@@ -30,6 +33,8 @@ pub struct App {
     pub auth_failures: crate::auth::FailureLimiter,
     /// Admin actions (see `audit`).
     pub audit: crate::audit::AuditLog,
+    /// Why the engine is not open yet, while `--storage-wait` waits.
+    waiting: std::sync::Mutex<Option<String>>,
 }
 
 /// Why the server is not ready (what `/readyz` reports).
@@ -37,6 +42,9 @@ pub struct App {
 pub enum NotReady {
     /// No engine yet: recovery is running.
     Starting,
+    /// No engine yet: the bucket cannot be reached, and `--storage-wait`
+    /// says to wait for it (the reason).
+    WaitingForStorage(String),
     ShuttingDown,
     /// The engine answers queries, but something it must do keeps failing
     /// and needs an operator (a WAL that refuses writes, failing flushes or
@@ -48,7 +56,7 @@ impl NotReady {
     /// The `status` field of `/readyz`.
     pub fn status(&self) -> &'static str {
         match self {
-            NotReady::Starting => "starting",
+            NotReady::Starting | NotReady::WaitingForStorage(_) => "starting",
             NotReady::ShuttingDown => "shutting_down",
             NotReady::Faulted(_) => "faulted",
         }
@@ -58,6 +66,11 @@ impl NotReady {
     pub fn message(&self) -> Cow<'static, str> {
         match self {
             NotReady::Starting => "skein is starting (recovering data); retry shortly".into(),
+            NotReady::WaitingForStorage(reason) => format!(
+                "skein is waiting for object storage (--storage-wait): {}",
+                reason.split_whitespace().collect::<Vec<_>>().join(" ")
+            )
+            .into(),
             NotReady::ShuttingDown => "skein is shutting down".into(),
             NotReady::Faulted(faults) => fault_line(faults).into(),
         }
@@ -98,10 +111,12 @@ impl App {
             auth_failures: Default::default(),
             config,
             engine: OnceLock::new(),
+            sql: OnceLock::new(),
             admission,
             metrics: Metrics::new(),
             arrivals: broadcast::channel(4096).0,
             shutting_down: AtomicBool::new(false),
+            waiting: std::sync::Mutex::new(None),
         }
     }
 
@@ -122,6 +137,11 @@ impl App {
         Ok(n)
     }
 
+    /// Says why the engine is not open yet (`None`: it is opening).
+    pub fn set_waiting(&self, reason: Option<String>) {
+        *self.waiting.lock().unwrap_or_else(|e| e.into_inner()) = reason;
+    }
+
     pub fn set_engine(&self, e: Arc<Engine>) {
         let _ = self.engine.set(e);
     }
@@ -132,7 +152,13 @@ impl App {
         if self.shutting_down.load(Ordering::SeqCst) {
             return Err(NotReady::ShuttingDown);
         }
-        self.engine.get().ok_or(NotReady::Starting)
+        match self.engine.get() {
+            Some(e) => Ok(e),
+            None => match self.waiting.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+                Some(reason) => Err(NotReady::WaitingForStorage(reason)),
+                None => Err(NotReady::Starting),
+            },
+        }
     }
 
     /// The engine even while shutting down (for the final flush).

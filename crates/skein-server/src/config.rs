@@ -77,6 +77,19 @@ pub struct ServerConfig {
     /// Where admin actions are appended (`--audit-log`; none:
     /// `DATA_DIR/audit.log`).
     pub audit_log: Option<PathBuf>,
+    /// Settings for backups to `s3://…` (the `--s3-*` flags, over the
+    /// `AWS_*` environment), whether or not parts live in a bucket.
+    #[serde(skip)]
+    pub backup_bucket_options: Vec<(String, String)>,
+    /// Wait for an unreachable bucket at start (saying so in /readyz)
+    /// rather than refusing to start.
+    pub storage_wait: bool,
+    /// How often a `--read-only` server takes the bucket's listing again.
+    #[serde(with = "millis")]
+    pub refresh_interval: Duration,
+    /// Limits of `POST /api/v1/sql` (memory, timeout, JSON row cap).
+    #[serde(skip)]
+    pub sql: skein_sql::SqlOptions,
 }
 
 pub const DEFAULT_OTLP_GRPC: &str = "127.0.0.1:4317";
@@ -114,6 +127,10 @@ impl ServerConfig {
             on_disk_full: skein_engine::OnDiskFull::Refuse,
             tls: None,
             audit_log: None,
+            backup_bucket_options: Vec::new(),
+            storage_wait: false,
+            refresh_interval: Duration::from_secs(10),
+            sql: skein_sql::SqlOptions::default(),
         }
     }
 }

@@ -179,6 +179,9 @@ pub enum IngestError {
     /// be retried once space returns (503 + Retry-After, gRPC
     /// RESOURCE_EXHAUSTED).
     DiskFull(String),
+    /// This server reads a bucket another skein writes (`--read-only`):
+    /// never to be retried here (403, PERMISSION_DENIED).
+    ReadOnly(String),
     Internal(String),
 }
 
@@ -188,7 +191,9 @@ impl IngestError {
     /// sent (a batch over the WAL frame limit), 500 / INTERNAL for the rest.
     pub fn storing(e: skein_engine::Error) -> Self {
         let message = format!("storing failed: {e}");
-        if e.is_disk_full() {
+        if e.is_read_only() {
+            IngestError::ReadOnly(e.to_string())
+        } else if e.is_disk_full() {
             IngestError::DiskFull(message)
         } else if e.is_unavailable() {
             IngestError::Unavailable(message)
@@ -208,6 +213,7 @@ impl IngestError {
             IngestError::Malformed(_) => "malformed",
             IngestError::Unavailable(_) => "unavailable",
             IngestError::DiskFull(_) => "disk_full",
+            IngestError::ReadOnly(_) => "read_only",
             IngestError::Internal(_) => "internal",
         }
     }

@@ -339,8 +339,13 @@ impl Metrics {
                 for (name, help, v) in g {
                     gauge(&mut out, name, help, v as f64);
                 }
-                let c: [(&str, &str, u64); 7] = [
+                let c: [(&str, &str, u64); 8] = [
                     ("skein_object_storage_uploads_total", "Objects uploaded.", os.uploads),
+                    (
+                        "skein_object_storage_corrupt_reads_total",
+                        "Reads refused because the bytes from the bucket failed their checksums.",
+                        os.corrupt_reads,
+                    ),
                     (
                         "skein_object_storage_upload_failures_total",
                         "Failed uploads and deletions (each retried).",

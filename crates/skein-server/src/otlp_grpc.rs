@@ -67,6 +67,7 @@ fn status(e: IngestError) -> Status {
         IngestError::Malformed(m) => Status::invalid_argument(m),
         IngestError::Unavailable(m) => Status::unavailable(m),
         IngestError::DiskFull(m) => Status::resource_exhausted(m),
+        IngestError::ReadOnly(m) => Status::permission_denied(m),
         IngestError::Internal(m) => Status::internal(m),
     }
 }

@@ -42,6 +42,7 @@ pub struct RpcStatus {
 const INVALID_ARGUMENT: i32 = 3;
 const RESOURCE_EXHAUSTED: i32 = 8;
 const INTERNAL: i32 = 13;
+const PERMISSION_DENIED: i32 = 7;
 const UNAVAILABLE: i32 = 14;
 
 pub fn error_response(status: StatusCode, code: i32, message: &str, enc: Encoding) -> Response {
@@ -76,6 +77,7 @@ fn refusal(e: &IngestError, enc: Encoding) -> Response {
         IngestError::Malformed(m) => (StatusCode::BAD_REQUEST, INVALID_ARGUMENT, m.into()),
         IngestError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE, m.into()),
         IngestError::DiskFull(m) => (StatusCode::SERVICE_UNAVAILABLE, RESOURCE_EXHAUSTED, m.into()),
+        IngestError::ReadOnly(m) => (StatusCode::FORBIDDEN, PERMISSION_DENIED, m.into()),
         IngestError::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, INTERNAL, m.into()),
     };
     error_response(status, code, &message, enc)

@@ -260,6 +260,7 @@ pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()> + Send
     opts.object_storage = config.object_storage.clone();
     opts.retention = config.retention.clone();
     opts.retention_interval = config.retention_interval;
+    opts.refresh_interval = config.refresh_interval;
     opts.min_free_disk = config.min_free_disk;
     opts.on_disk_full = config.on_disk_full;
     if let Some(p) = &config.pricing {
@@ -271,20 +272,43 @@ pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()> + Send
     } else {
         skein_engine::RecoveryMode::Strict
     };
-    let opened = tokio::task::spawn_blocking(move || Engine::open(opts))
-        .await
-        .map_err(|e| ServeError::Other(e.to_string()))?;
-    let engine = match opened {
-        Ok(e) => Arc::new(e),
-        Err(e) => {
-            let _ = stop_tx.send(true);
-            return Err(ServeError::Engine(e));
+    let shutdown = shutdown;
+    tokio::pin!(shutdown);
+    // With --storage-wait, a bucket that cannot be reached yet (down,
+    // missing, refusing the credentials) is waited for, saying so in
+    // /readyz, instead of stopping the start.
+    let mut delay = std::time::Duration::from_secs(1);
+    let engine = loop {
+        let o = opts.clone();
+        let opened = tokio::task::spawn_blocking(move || Engine::open(o))
+            .await
+            .map_err(|e| ServeError::Other(e.to_string()))?;
+        match opened {
+            Ok(e) => break Arc::new(e),
+            Err(e @ skein_engine::Error::Storage { .. }) if config.storage_wait => {
+                let reason = e.to_string();
+                tracing::warn!("waiting for object storage (--storage-wait): {reason}; next try in {delay:?}");
+                app.set_waiting(Some(reason));
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = &mut shutdown => {
+                        let _ = stop_tx.send(true);
+                        return Ok(());
+                    }
+                }
+                delay = (delay * 2).min(std::time::Duration::from_secs(30));
+            }
+            Err(e) => {
+                let _ = stop_tx.send(true);
+                return Err(ServeError::Engine(e));
+            }
         }
     };
+    app.set_waiting(None);
     app.set_engine(engine.clone());
     tracing::info!("ready: data dir {}", config.data_dir.display());
 
-    shutdown.await;
+    (&mut shutdown).await;
     tracing::info!("shutting down: finishing in-flight requests");
     let _ = stop_tx.send(true);
     let drain = async {

@@ -39,6 +39,7 @@ fn refusal(e: &IngestError) -> Response {
         IngestError::Malformed(m) => error(StatusCode::BAD_REQUEST, "bad_request", m),
         IngestError::Unavailable(m) => error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", m),
         IngestError::DiskFull(m) => error(StatusCode::SERVICE_UNAVAILABLE, "disk_full", m),
+        IngestError::ReadOnly(m) => error(StatusCode::FORBIDDEN, "read_only", m),
         IngestError::Internal(m) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", m),
     }
 }

@@ -32,6 +32,20 @@ pub struct ServeArgs {
     /// The local cache's budget, e.g. 10GiB [default: 1GiB].
     #[arg(long, env = "SKEIN_CACHE_SIZE", value_name = "SIZE")]
     cache_size: Option<String>,
+    /// At start, wait for a bucket that cannot be reached (down, missing,
+    /// refusing the credentials), saying why in /readyz, instead of
+    /// refusing to start. A bad --storage URL still refuses.
+    #[arg(long, env = "SKEIN_STORAGE_WAIT")]
+    storage_wait: bool,
+    /// Serve queries from a bucket another skein writes (needs --storage):
+    /// no lease, no ingest (403), nothing written to the bucket; new parts
+    /// appear every --refresh-interval.
+    #[arg(long, env = "SKEIN_READ_ONLY")]
+    read_only: bool,
+    /// How often --read-only takes the bucket's listing again, e.g. 10s
+    /// [default: 10s].
+    #[arg(long, env = "SKEIN_REFRESH_INTERVAL", value_name = "DURATION")]
+    refresh_interval: Option<String>,
     /// The S3 endpoint (over AWS_ENDPOINT_URL), e.g. http://127.0.0.1:9000.
     #[arg(long, value_name = "URL")]
     s3_endpoint: Option<String>,
@@ -100,6 +114,19 @@ pub struct ServeArgs {
     /// continue.
     #[arg(long, env = "SKEIN_MCP_MAX_BYTES", value_name = "SIZE")]
     mcp_max_bytes: Option<String>,
+    /// Memory all running SQL queries (POST /api/v1/sql, `skein sql`) may
+    /// hold together for sorts, joins and aggregations; a query needing
+    /// more fails with `too_large` [default: 512MiB].
+    #[arg(long, env = "SKEIN_SQL_MEMORY", value_name = "SIZE")]
+    sql_memory: Option<String>,
+    /// Longest a SQL query may run, its answer's streaming included, e.g.
+    /// 30s, 2m [default: 30s].
+    #[arg(long, env = "SKEIN_SQL_TIMEOUT", value_name = "DURATION")]
+    sql_timeout: Option<String>,
+    /// Rows of a JSON SQL answer; past them it says `truncated: true`
+    /// (NDJSON, CSV and Arrow answers stream every row) [default: 10000].
+    #[arg(long, env = "SKEIN_SQL_MAX_ROWS", value_name = "N")]
+    sql_max_rows: Option<usize>,
     /// Bearer tokens and their scopes, a TOML file (`[[token]]` with `name`,
     /// `secret` or `sha256`, `scopes` of ingest, read, admin, optional
     /// `tenant`; docs/security.md), read again on SIGHUP. For one-liners,
@@ -175,6 +202,9 @@ struct FileConfig {
     storage: Option<String>,
     cache_dir: Option<PathBuf>,
     cache_size: Option<toml::Value>,
+    storage_wait: Option<bool>,
+    read_only: Option<bool>,
+    refresh_interval: Option<String>,
     s3_endpoint: Option<String>,
     s3_region: Option<String>,
     s3_allow_http: Option<bool>,
@@ -191,6 +221,9 @@ struct FileConfig {
     pricing: Option<PathBuf>,
     wal_salvage: Option<bool>,
     mcp_max_bytes: Option<toml::Value>,
+    sql_memory: Option<toml::Value>,
+    sql_timeout: Option<String>,
+    sql_max_rows: Option<usize>,
     auth_tokens: Option<PathBuf>,
     redact: Option<PathBuf>,
     redact_defaults: Option<bool>,
@@ -328,6 +361,20 @@ fn build_config(args: &ServeArgs) -> Result<(ServerConfig, String), String> {
         .unwrap_or_else(default_data_dir);
     let mut c = ServerConfig::new(data_dir);
     c.object_storage = object_storage(args, &file, &c.data_dir)?;
+    c.backup_bucket_options = s3_options(args, &file);
+    c.storage_wait = args.storage_wait || file.storage_wait.unwrap_or(false);
+    if c.storage_wait && c.object_storage.is_none() {
+        return Err("--storage-wait needs --storage s3://BUCKET/PREFIX".into());
+    }
+    if args.read_only || file.read_only.unwrap_or(false) {
+        let Some(os) = c.object_storage.as_mut() else {
+            return Err("--read-only needs --storage s3://BUCKET/PREFIX (the bucket another skein writes)".into());
+        };
+        os.read_only = true;
+    }
+    if let Some(a) = args.refresh_interval.as_ref().or(file.refresh_interval.as_ref()) {
+        c.refresh_interval = parse_age(a).map_err(|e| format!("--refresh-interval: {e}"))?;
+    }
     let addr =
         |v: Option<&String>, f: &Option<String>, what: &str, default: std::net::SocketAddr| match v.or(f.as_ref()) {
             None => Ok(default),
@@ -408,6 +455,19 @@ fn build_config(args: &ServeArgs) -> Result<(ServerConfig, String), String> {
     if c.mcp_max_bytes == 0 {
         return Err("--mcp-max-bytes: must be more than 0".into());
     }
+    c.sql.memory_bytes = size(&args.sql_memory, &file.sql_memory, "sql-memory", c.sql.memory_bytes)?;
+    if c.sql.memory_bytes == 0 {
+        return Err("--sql-memory: must be more than 0".into());
+    }
+    if let Some(a) = args.sql_timeout.as_ref() {
+        c.sql.timeout = parse_age(a).map_err(|e| format!("--sql-timeout: {e}"))?;
+    } else if let Some(a) = file.sql_timeout.as_ref() {
+        c.sql.timeout = parse_age(a).map_err(|e| format!("sql_timeout in config: {e}"))?;
+    }
+    c.sql.max_json_rows = args.sql_max_rows.or(file.sql_max_rows).unwrap_or(c.sql.max_json_rows);
+    if c.sql.max_json_rows == 0 {
+        return Err("--sql-max-rows: must be more than 0".into());
+    }
     c.skill = Some(crate::cli::skill::SKILL);
     c.wal_salvage = args.wal_salvage || file.wal_salvage.unwrap_or(false);
     c.redactor = redactor(
@@ -460,23 +520,9 @@ fn build_config(args: &ServeArgs) -> Result<(ServerConfig, String), String> {
     Ok((c, log))
 }
 
-/// `--storage` and its settings, or `None` for local disk only.
-fn object_storage(
-    args: &ServeArgs,
-    file: &FileConfig,
-    data_dir: &std::path::Path,
-) -> Result<Option<skein_engine::ObjectStorageOptions>, String> {
-    let Some(url) = args.storage.clone().or_else(|| file.storage.clone()) else {
-        if args.cache_dir.is_some() || args.cache_size.is_some() {
-            return Err("--cache-dir and --cache-size need --storage s3://BUCKET/PREFIX".into());
-        }
-        return Ok(None);
-    };
-    let cache_bytes = match (&args.cache_size, &file.cache_size) {
-        (Some(s), _) => parse_size(s).map_err(|e| format!("--cache-size: {e}"))?,
-        (None, Some(v)) => toml_size(v).map_err(|e| format!("cache_size in config: {e}"))?,
-        (None, None) => 1 << 30,
-    };
+/// The `--s3-*` settings (and their config file keys), as `object_store`
+/// names them; they go over the `AWS_*` environment.
+fn s3_options(args: &ServeArgs, file: &FileConfig) -> Vec<(String, String)> {
     let mut options = Vec::new();
     let mut set = |key: &str, v: Option<String>| {
         if let Some(v) = v {
@@ -494,6 +540,27 @@ fn object_storage(
     );
     set("aws_access_key_id", args.s3_access_key_id.clone());
     set("aws_secret_access_key", args.s3_secret_access_key.clone());
+    options
+}
+
+/// `--storage` and its settings, or `None` for local disk only.
+fn object_storage(
+    args: &ServeArgs,
+    file: &FileConfig,
+    data_dir: &std::path::Path,
+) -> Result<Option<skein_engine::ObjectStorageOptions>, String> {
+    let Some(url) = args.storage.clone().or_else(|| file.storage.clone()) else {
+        if args.cache_dir.is_some() || args.cache_size.is_some() {
+            return Err("--cache-dir and --cache-size need --storage s3://BUCKET/PREFIX".into());
+        }
+        return Ok(None);
+    };
+    let cache_bytes = match (&args.cache_size, &file.cache_size) {
+        (Some(s), _) => parse_size(s).map_err(|e| format!("--cache-size: {e}"))?,
+        (None, Some(v)) => toml_size(v).map_err(|e| format!("cache_size in config: {e}"))?,
+        (None, None) => 1 << 30,
+    };
+    let options = s3_options(args, file);
     Ok(Some(skein_engine::ObjectStorageOptions {
         remote: skein_engine::RemoteConfig { url, options },
         cache_dir: args
@@ -502,6 +569,7 @@ fn object_storage(
             .or_else(|| file.cache_dir.clone())
             .unwrap_or_else(|| data_dir.join("cache")),
         cache_bytes: cache_bytes as u64,
+        read_only: false,
     }))
 }
 

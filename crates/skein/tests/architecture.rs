@@ -25,9 +25,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("skein-model", &[]),
     ("skein-promql", &["skein-model"]),
     ("skein-engine", &["skein-model", "skein-text"]),
+    ("skein-sql", &["skein-model", "skein-engine"]),
     (
         "skein-server",
-        &["skein-model", "skein-engine", "skein-text", "skein-promql"],
+        &["skein-model", "skein-engine", "skein-text", "skein-promql", "skein-sql"],
     ),
     ("skein", &["skein-model", "skein-engine", "skein-server", "skein-text"]),
     (

@@ -8,76 +8,17 @@ use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
+use common::moto::Moto;
 use common::{Server, free_port};
 use prost::Message;
 use serde_json::Value;
 use skein_model::corpus::Corpus;
 use skein_model::otlp::spans_to_otlp;
-
-/// A moto S3 server on a free loopback port, stopped on drop.
-struct Moto {
-    child: Child,
-    port: u16,
-}
-
-impl Moto {
-    fn start() -> Moto {
-        let port = free_port();
-        let child = Command::new("moto_server")
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("moto_server is missing: ./test.sh installs it (pip install 'moto[server]')");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "moto_server did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Moto { child, port }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    fn create_bucket(&self, bucket: &str) {
-        let r = reqwest::blocking::Client::new()
-            .put(format!("{}/{bucket}", self.url()))
-            .send()
-            .unwrap();
-        assert!(r.status().is_success(), "create bucket: {}", r.status());
-    }
-
-    /// Every object under `prefix`, read back whole through boto3 (a client
-    /// of the S3 API nobody here wrote): key, listed size, bytes read, and
-    /// whether it begins and ends as a Parquet file does.
-    fn objects(&self, bucket: &str, prefix: &str) -> Vec<S3Object> {
-        let script = r#"
-import json, sys, boto3
-s3 = boto3.client("s3", endpoint_url=sys.argv[1], aws_access_key_id="test",
-                  aws_secret_access_key="test", region_name="us-east-1")
-out = []
-for page in s3.get_paginator("list_objects_v2").paginate(Bucket=sys.argv[2], Prefix=sys.argv[3]):
-    for o in page.get("Contents", []):
-        body = s3.get_object(Bucket=sys.argv[2], Key=o["Key"])["Body"].read()
-        out.append({"key": o["Key"], "size": o["Size"], "read": len(body),
-                    "parquet": body[:4] == b"PAR1" and body[-4:] == b"PAR1"})
-print(json.dumps(out))
-"#;
-        let out = Command::new("python3")
-            .args(["-c", script, &self.url(), bucket, prefix])
-            .output()
-            .expect("python3 with boto3 (installed with moto by test.sh)");
-        assert!(out.status.success(), "boto3: {}", String::from_utf8_lossy(&out.stderr));
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
-}
 
 /// Spans per service in the bucket's span parts, counted by ClickHouse's
 /// `s3()` table function.
@@ -102,21 +43,6 @@ print(json.dumps([[r["service_name"], r["n"]] for r in json.loads(str(chdb.query
             )
         })
         .collect()
-}
-
-#[derive(serde::Deserialize, Debug)]
-struct S3Object {
-    key: String,
-    size: u64,
-    read: u64,
-    parquet: bool,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 const UP: u8 = 0;
@@ -206,26 +132,9 @@ fn pipe(a: TcpStream, b: TcpStream, mode: Arc<AtomicU8>) {
 const BUCKET: &str = "skein-test";
 
 fn storage_flags(endpoint: &str, prefix: &str, extra: &[&str]) -> Vec<String> {
-    let mut v: Vec<String> = [
-        "--storage",
-        &format!("s3://{BUCKET}/{prefix}"),
-        "--s3-endpoint",
-        endpoint,
-        "--s3-allow-http",
-        "--s3-region",
-        "us-east-1",
-        "--s3-access-key-id",
-        "test",
-        "--s3-secret-access-key",
-        "test",
-        "--hot-max-age",
-        "500ms",
-        "--shutdown-timeout",
-        "20",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut v = vec!["--storage".to_string(), format!("s3://{BUCKET}/{prefix}")];
+    v.extend(common::moto::s3_flags(endpoint));
+    v.extend(["--hot-max-age", "500ms", "--shutdown-timeout", "20"].map(String::from));
     v.extend(extra.iter().map(|s| s.to_string()));
     v
 }
@@ -236,11 +145,7 @@ fn start(data: &Path, flags: &[String]) -> Server {
 }
 
 fn corpus() -> Corpus {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64;
-    Corpus::with_shape(1_000_000, 10, 6, 10, now)
+    Corpus::with_shape(1_000_000, 10, 6, 10, common::now_ns())
 }
 
 /// Sends traces `range` with a prompt stored as a payload.
@@ -524,4 +429,304 @@ fn an_outage_of_the_bucket_keeps_ingest_going_and_loses_nothing() {
     std::fs::remove_dir_all(data.join("parts")).unwrap();
     let s = start(&data, &flags);
     assert_eq!(stored_ids(&s).len(), 2000);
+}
+
+/// A byte changed in a part in the bucket is an error naming the object on
+/// every read that reaches it, never data, and a `corrupt` fault; a part cut
+/// short stops the start, naming it.
+#[test]
+fn a_corrupt_or_truncated_object_is_an_error_naming_it() {
+    let moto = Moto::start();
+    moto.create_bucket(BUCKET);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let flags = storage_flags(&moto.url(), "c", &[]);
+    let mut s = start(&data, &flags);
+    let c = corpus();
+    // One request, so one tier and (most likely) one part; the largest
+    // part is the one changed either way.
+    ingest(&s, &c, 0..1000);
+    s.stop();
+    let part = moto
+        .objects(BUCKET, "c/spans/")
+        .into_iter()
+        .filter(|o| o.key.ends_with(".parquet"))
+        .max_by_key(|o| o.size)
+        .map(|o| o.key)
+        .expect("a span part in the bucket");
+    let original = moto.get(BUCKET, &part);
+    // Past the first 64 KiB checksum chunk and before the footer's: the
+    // part opens (its footer is intact), and reads of its pages meet it.
+    assert!(original.len() > 4 * 65536, "a part of {} bytes", original.len());
+    let mut changed = original.clone();
+    for at in [65536 + 100, 2 * 65536 + 100] {
+        changed[at] ^= 0x04;
+    }
+    moto.put(BUCKET, &part, changed);
+    std::fs::remove_dir_all(data.join("cache")).unwrap();
+    std::fs::remove_dir_all(data.join("parts")).unwrap();
+
+    // Without a cache, reads are the ranges asked for, rounded out to
+    // whole checksum chunks.
+    let s = start(&data, &storage_flags(&moto.url(), "c", &["--cache-size", "0"]));
+    let client = reqwest::blocking::Client::new();
+    let mut refused = None;
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut url = format!("{}/api/v1/spans?limit=500", s.api);
+        if let Some(c) = &cursor {
+            url.push_str(&format!("&cursor={c}"));
+        }
+        let r = client.get(url).send().unwrap();
+        let status = r.status();
+        let body: Value = r.json().unwrap();
+        if !status.is_success() {
+            refused = Some((status, body));
+            break;
+        }
+        match body["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    let (status, body) = refused.expect("every span was served, changed bytes included");
+    assert!(status.is_server_error(), "{status}");
+    let msg = body["error"]["message"].as_str().unwrap();
+    assert!(msg.contains(&part) && msg.contains("checksum"), "{msg}");
+    let ready = client.get(format!("{}/readyz", s.api)).send().unwrap();
+    let ready: Value = ready.json().unwrap();
+    assert_eq!(ready["status"], "degraded", "{ready}");
+    assert!(ready.to_string().contains("corrupt"), "{ready}");
+    assert!(object_stats(&s)["corrupt_reads"].as_u64().unwrap() > 0);
+    drop(s);
+
+    moto.put(BUCKET, &part, original[..original.len() - 100].to_vec());
+    std::fs::remove_dir_all(data.join("cache")).unwrap();
+    let err = refused_start(&data, &flags);
+    assert!(err.contains(&part) && err.contains("truncated"), "{err}");
+}
+
+/// With `--storage-wait`, a bucket that is missing at start is waited for:
+/// `/readyz` says why, and the server serves once the bucket is there.
+#[test]
+fn storage_wait_waits_for_the_bucket_and_says_why() {
+    let moto = Moto::start();
+    let dir = tempfile::tempdir().unwrap();
+    let api = format!("127.0.0.1:{}", free_port());
+    let otlp = format!("127.0.0.1:{}", free_port());
+    let mut child = Command::new(common::bin())
+        .arg("serve")
+        .args(["--data-dir", dir.path().join("data").to_str().unwrap()])
+        .args(["--otlp-grpc-addr", &format!("127.0.0.1:{}", free_port())])
+        .args(["--otlp-http-addr", &otlp])
+        .args(["--api-addr", &api])
+        .args(storage_flags(&moto.url(), "w", &["--storage-wait"]))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    /// Kills the server if the test fails before it stops it.
+    struct KillOnDrop(u32);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            // SAFETY: signalling our own child process.
+            unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+        }
+    }
+    let _guard = KillOnDrop(child.id());
+    let client = reqwest::blocking::Client::new();
+    let readyz = || -> Option<(u16, Value)> {
+        let r = client.get(format!("http://{api}/readyz")).send().ok()?;
+        Some((r.status().as_u16(), r.json().ok()?))
+    };
+    let mut waiting = None;
+    wait_for(
+        "/readyz to say it waits for the bucket",
+        Duration::from_secs(30),
+        || {
+            // (The first answers may come before the first try failed.)
+            waiting = readyz().filter(|(code, body)| *code == 503 && body.to_string().contains("waiting"));
+            waiting.is_some()
+        },
+    );
+    let (_, body) = waiting.unwrap();
+    assert_eq!(body["status"], "starting", "{body}");
+    let msg = body["message"].as_str().unwrap();
+    assert!(
+        msg.contains("waiting for object storage") && msg.contains(BUCKET),
+        "{msg}"
+    );
+    assert!(child.try_wait().unwrap().is_none(), "it waits, it does not exit");
+
+    moto.create_bucket(BUCKET);
+    wait_for(
+        "the server to be ready once the bucket exists",
+        Duration::from_secs(60),
+        || readyz().is_some_and(|(code, _)| code == 200),
+    );
+    let r = client
+        .post(format!("http://{otlp}/v1/traces"))
+        .header("content-type", "application/x-protobuf")
+        .body(spans_to_otlp(&corpus().spans(0..2)).encode_to_vec())
+        .send()
+        .unwrap();
+    assert!(r.status().is_success());
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+}
+
+/// `--read-only` serves a bucket another skein writes: it takes no lease
+/// (the writer keeps writing), refuses ingest, writes nothing to the
+/// bucket, and follows the writer's new parts and merges.
+#[test]
+fn a_read_only_server_follows_the_writer() {
+    let moto = Moto::start();
+    moto.create_bucket(BUCKET);
+    let dir = tempfile::tempdir().unwrap();
+    let writer = start(&dir.path().join("w"), &storage_flags(&moto.url(), "ro", &[]));
+    let c = corpus();
+    // Everything the writer holds is in parts, and the parts in the bucket.
+    let in_bucket = |s: &Server| {
+        let st = s.get_json("/api/v1/stats");
+        st["hot_records"] == 0 && st["frozen_tiers"] == 0 && uploaded(s)
+    };
+    ingest(&writer, &c, 0..100);
+    wait_for("the writer's first part in the bucket", Duration::from_secs(30), || {
+        in_bucket(&writer)
+    });
+    let reader = start(
+        &dir.path().join("r"),
+        &storage_flags(&moto.url(), "ro", &["--read-only", "--refresh-interval", "200ms"]),
+    );
+    assert_eq!(stored_ids(&reader).len(), 1000);
+    assert!(stored_ids(&reader) == stored_ids(&writer));
+    let id = c.spans(5..6)[0].trace_id.to_hex();
+    let path = format!("/api/v1/traces/{id}?payloads=inline");
+    let strip = |mut v: Value| {
+        v.as_object_mut().unwrap().remove("explain");
+        v
+    };
+    assert_eq!(strip(reader.get_json(&path)), strip(writer.get_json(&path)));
+
+    // Ingest is refused, on every surface, as not to be retried here.
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{}/v1/traces", reader.otlp_http))
+        .header("content-type", "application/x-protobuf")
+        .body(spans_to_otlp(&c.spans(500..501)).encode_to_vec())
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{}/api/v1/spans", reader.api))
+        .json(&serde_json::json!([{"trace_id": "0af7651916cd43dd8448eb211c80319c", "span_id": "b7ad6b7169203331", "name": "x", "service": "s", "start_time_unix_nano": 1, "end_time_unix_nano": 2}]))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert!(r.text().unwrap().contains("read-only"));
+
+    // The writer goes on: new parts, then a merge of them all; the reader
+    // follows, answering every span once.
+    for b in 1..4 {
+        ingest(&writer, &c, b * 100..(b + 1) * 100);
+        wait_for("the writer's part", Duration::from_secs(30), || in_bucket(&writer));
+    }
+    wait_for("the reader to list the new parts", Duration::from_secs(30), || {
+        stored_ids(&reader).len() == 4000
+    });
+    assert!(stored_ids(&reader) == stored_ids(&writer));
+    // Idle, the writer merges its span parts into one and deletes the
+    // inputs; the reader drops them for the merged part.
+    let span_parts = |s: &Server| {
+        s.get_json("/api/v1/stats")["parts_by_signal"]["spans"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    wait_for("the writer's merge", Duration::from_secs(60), || {
+        span_parts(&writer) == 1 && uploaded(&writer)
+    });
+    wait_for("the reader to follow the merge", Duration::from_secs(30), || {
+        span_parts(&reader) == 1
+    });
+    assert!(
+        stored_ids(&reader) == stored_ids(&writer),
+        "every span once after the merge"
+    );
+    let st = reader.get_json("/api/v1/stats");
+    assert_eq!(st["read_only"], true);
+    assert_eq!(writer.get_json("/api/v1/stats")["read_only"], false);
+    assert_eq!(
+        st["object_storage"]["put_requests"], 0,
+        "the reader wrote to the bucket: {st}"
+    );
+    assert_eq!(st["object_storage"]["delete_requests"], 0, "{st}");
+}
+
+/// Below `--min-free-disk` with `--on-disk-full evict`, a server whose
+/// parts live in a bucket drops its local cache of them, never the parts:
+/// deleting them from the bucket would free no local disk.
+#[test]
+fn disk_pressure_with_a_bucket_drops_the_cache_not_the_parts() {
+    let moto = Moto::start();
+    moto.create_bucket(BUCKET);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut s = start(&data, &storage_flags(&moto.url(), "full", &[]));
+    let c = corpus();
+    for b in 0..3 {
+        ingest(&s, &c, b * 100..(b + 1) * 100);
+    }
+    wait_for("every part in the bucket", Duration::from_secs(30), || {
+        let st = s.get_json("/api/v1/stats");
+        st["hot_records"] == 0 && st["frozen_tiers"] == 0 && uploaded(&s)
+    });
+    let ids = stored_ids(&s);
+    assert_eq!(ids.len(), 3000);
+    s.stop();
+    let objects = |m: &Moto| -> BTreeSet<String> {
+        // The running server's lease aside.
+        m.objects(BUCKET, "full/")
+            .into_iter()
+            .map(|o| o.key)
+            .filter(|k| !k.ends_with("lease.json"))
+            .collect()
+    };
+    let before = objects(&moto);
+
+    // Every filesystem is "full" under a floor of 99%.
+    let flags = storage_flags(
+        &moto.url(),
+        "full",
+        &[
+            "--min-free-disk",
+            "99%",
+            "--on-disk-full",
+            "evict",
+            "--retention-interval",
+            "1s",
+        ],
+    );
+    let cached = dir_bytes(&data.join("cache"));
+    assert!(cached > 100_000, "uploaded parts are cached: {cached} bytes");
+    let s = start(&data, &flags);
+    wait_for("the cache to be dropped", Duration::from_secs(30), || {
+        object_stats(&s)["cache_bytes"] == 0
+    });
+    assert!(dir_bytes(&data.join("cache")) < cached / 10, "its files are gone");
+    assert_eq!(objects(&moto), before, "no object left the bucket");
+    assert!(stored_ids(&s) == ids, "every span is still answered");
+}
+
+/// Bytes of the files under `dir`.
+fn dir_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let meta = e.metadata().unwrap();
+        total += if meta.is_dir() {
+            dir_bytes(&e.path())
+        } else {
+            meta.len()
+        };
+    }
+    total
 }

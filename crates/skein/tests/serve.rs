@@ -453,6 +453,8 @@ fn every_api_route_answers_its_documented_shape() {
         ("get", "/api/v1/scores", "/api/v1/scores?session_id=conv-1"),
         ("get", "/api/v1/tail", "/api/v1/tail"),
         ("get", "/api/v1/openapi.json", "/api/v1/openapi.json"),
+        ("post", "/api/v1/backups", "/api/v1/backups"),
+        ("post", "/api/v1/sql", "/api/v1/sql"),
     ];
     let doc = s.get_json("/api/v1/openapi.json");
     let mut documented: Vec<(String, String)> = Vec::new();
@@ -480,6 +482,16 @@ fn every_api_route_answers_its_documented_shape() {
                     &serde_json::json!({"trace_id": trace_id, "session_id": "conv-1", "name": "helpful",
                     "value": 0.9, "comment": "good answer", "source": "human"}),
                 )
+                .send()
+                .unwrap(),
+            "post" if path == "/api/v1/backups" => http
+                .post(format!("{}{url}", s.api))
+                .json(&serde_json::json!({"to": dir.path().join("backup")}))
+                .send()
+                .unwrap(),
+            "post" if path == "/api/v1/sql" => http
+                .post(format!("{}{url}", s.api))
+                .json(&serde_json::json!({"query": "SELECT count(*) AS n FROM spans WHERE service = 'svc'"}))
                 .send()
                 .unwrap(),
             "post" => http
@@ -545,6 +557,9 @@ fn every_api_route_answers_its_documented_shape() {
     );
     assert_eq!(len(&a("GET /api/v1/spans")["spans"]), 2);
     assert_eq!(a("POST /api/v1/spans")["accepted"], 1);
+    assert!(a("POST /api/v1/backups")["files"].as_u64().unwrap() > 0);
+    assert!(dir.path().join("backup/manifest.json").exists());
+    assert_eq!(a("POST /api/v1/sql")["rows"], serde_json::json!([[2]]));
     assert_eq!(len(&a("GET /api/v1/logs")["logs"]), 6);
     assert_eq!(len(&a("GET /api/v1/metrics")["points"]), 4);
     let names = &a("GET /api/v1/metrics/names")["metrics"];

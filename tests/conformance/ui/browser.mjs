@@ -146,12 +146,18 @@ async function check(browser) {
   expect(details.includes('card processor timeout') && details.includes('payment.provider') && details.includes('retry'), 'span details show status, attributes and events');
   expect(page.url().includes('span='), 'the selected span is in the URL');
   // Zoom by dragging on the axis.
-  const box = await page.locator('.wf-ruler-track').boundingBox();
-  await page.mouse.move(box.x + box.width * 0.2, box.y + 10);
+  // Selecting a row can scroll the ruler out of view, and mouse events at
+  // coordinates outside the viewport reach nothing: bring it back first,
+  // then measure. The zoom's redraw is then waited for, not assumed.
+  const track = page.locator('.wf-ruler-track');
+  await track.scrollIntoViewIfNeeded();
+  const box = await track.boundingBox();
+  await page.mouse.move(box.x + box.width * 0.2, box.y + box.height / 2);
   await page.mouse.down();
-  await page.mouse.move(box.x + box.width * 0.6, box.y + 10, { steps: 4 });
+  await page.mouse.move(box.x + box.width * 0.6, box.y + box.height / 2, { steps: 4 });
   await page.mouse.up();
-  expect(page.url().includes('from=') && (await page.locator('text=Reset zoom').count()) === 1, 'dragging the axis zooms');
+  await page.waitForFunction(() => location.search.includes('from=') && [...document.querySelectorAll('.wf-ruler button')].some((b) => b.textContent === 'Reset zoom'), null, { timeout: 10000 })
+    .catch(() => fail('dragging the axis zooms'));
   await page.click('[data-copy-cli]');
   await page.waitForFunction(() => document.querySelector('.copied').textContent.length > 0);
   await page.click('text=Open in Logs →');

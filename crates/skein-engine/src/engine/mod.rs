@@ -51,6 +51,7 @@ mod compact;
 pub mod erasure;
 mod gc;
 mod recovery;
+mod refresh;
 mod retention;
 pub mod tier;
 // Time series for the web UI's charts.
@@ -133,6 +134,9 @@ pub struct EngineOptions {
     pub on_disk_full: OnDiskFull,
     /// The wall clock retention measures age by.
     pub clock: Clock,
+    /// How often a read-only engine takes the bucket's listing again.
+    /// Default 10 s.
+    pub refresh_interval: Duration,
 }
 
 impl EngineOptions {
@@ -158,7 +162,14 @@ impl EngineOptions {
             min_free_disk: MinFreeDisk::Auto,
             on_disk_full: OnDiskFull::Refuse,
             clock: Clock::system(),
+            refresh_interval: Duration::from_secs(10),
         }
+    }
+
+    /// Reads a bucket another skein writes: no ingest, no background
+    /// writes, the listing taken again every `refresh_interval`.
+    pub fn read_only(&self) -> bool {
+        self.object_storage.as_ref().is_some_and(|o| o.read_only)
     }
 }
 
@@ -219,6 +230,8 @@ pub struct EngineStats {
     pub compacting: bool,
     pub next_seq: u64,
     pub durability: String,
+    /// Serves a bucket another skein writes (`--read-only`).
+    pub read_only: bool,
     /// Faults in force (see [`Engine::faults`]); empty when healthy.
     pub faults: Vec<Fault>,
     /// Failures ever, by fault kind (`wal`, `flush`, `compaction`,
@@ -236,6 +249,8 @@ pub(crate) struct Inner {
     me: std::sync::Weak<Inner>,
     opts: EngineOptions,
     store: Arc<dyn PartStore>,
+    /// The same store, for holding removals back during a backup.
+    holdable: Arc<crate::storage::hold::HoldableStore>,
     payloads: PayloadStore,
     /// Held for reading by ingest from deciding which payloads are known to
     /// inserting its records; for writing by payload garbage collection
@@ -296,8 +311,11 @@ impl Engine {
             threads: Mutex::new(Vec::new()),
         };
         // A pending erasure (a crash cut it short) is finished before the
-        // engine answers anything: no query may see what it erases.
-        engine.inner.finish_pending_erasures()?;
+        // engine answers anything: no query may see what it erases. A
+        // read-only reader leaves that to the writer, which owns the files.
+        if !engine.inner.opts.read_only() {
+            engine.inner.finish_pending_erasures()?;
+        }
         if engine.inner.opts.background {
             engine.spawn_background()?;
         }
@@ -314,6 +332,17 @@ impl Engine {
 
     fn spawn_background(&self) -> Result<()> {
         let mut threads = self.threads.lock();
+        if self.inner.opts.read_only() {
+            // Nothing to flush, merge or expire: the writer does that.
+            let inner = self.inner.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("skein-refresh".into())
+                    .spawn(move || inner.refresh_loop())
+                    .map_err(|e| Error::io("spawn refresh thread", e))?,
+            );
+            return Ok(());
+        }
         if let Some(t) = self.inner.wal.spawn_ticker(self.inner.stop.clone()) {
             threads.push(t);
         }
@@ -701,6 +730,9 @@ impl Engine {
     /// [`erasure`]): accepted durably first, then run; returns the
     /// completed receipt.
     pub fn erase(&self, criteria: erasure::ErasureCriteria) -> Result<erasure::ErasureReceipt> {
+        if self.inner.opts.read_only() {
+            return Err(Error::ReadOnly);
+        }
         self.inner.request_erasure(criteria)
     }
 
@@ -717,6 +749,59 @@ impl Engine {
 
     pub fn stats(&self) -> EngineStats {
         self.inner.stats()
+    }
+
+    /// Backs the data up to an empty directory or bucket prefix while
+    /// ingest goes on: every record acknowledged before the call is in it
+    /// (see the `backup` module for the format and its consistency).
+    ///
+    /// Removals are held back first, so nothing listed below can go before
+    /// it is copied; then the hot tier is flushed, so the parts cover every
+    /// sequence number assigned before the call (a freeze waits for every
+    /// ingest that holds one); then the parts and packs are listed and
+    /// copied, the manifest last.
+    pub fn backup(&self, to: &crate::backup::Location) -> Result<crate::backup::BackupReport> {
+        self.backup_with(to, || {})
+    }
+
+    /// [`Engine::backup`], running `listed` between listing the files and
+    /// copying them (tests merge there, to prove the hold keeps the files).
+    #[doc(hidden)]
+    pub fn backup_with(
+        &self,
+        to: &crate::backup::Location,
+        listed: impl FnOnce(),
+    ) -> Result<crate::backup::BackupReport> {
+        let created_unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let _hold = self.inner.holdable.hold();
+        let covers_seq = self.inner.wal.next_seq();
+        self.flush()?;
+        let mut names = Vec::new();
+        for prefix in ["spans", "logs", "metrics", crate::payload::PayloadStore::PREFIX] {
+            names.extend(self.inner.store.list(prefix)?);
+        }
+        listed();
+        crate::backup::write(
+            &*self.inner.store,
+            &names,
+            to,
+            self.data_dir(),
+            covers_seq,
+            created_unix_ms,
+        )
+    }
+
+    /// Takes the bucket's listing again now (a read-only engine does every
+    /// `refresh_interval`): opens new parts and packs, lets go of those
+    /// the writer removed. A no-op on a store this engine writes.
+    pub fn refresh(&self) -> Result<refresh::RefreshReport> {
+        if !self.inner.opts.read_only() {
+            return Ok(refresh::RefreshReport::default());
+        }
+        self.inner.refresh()
     }
 
     /// Waits until every part written is in its final place (on object
@@ -805,6 +890,9 @@ impl Drop for Engine {
 
 impl Inner {
     fn ingest<R: Stored>(&self, mut accepted: Vec<R>) -> Result<IngestReport> {
+        if self.opts.read_only() {
+            return Err(Error::ReadOnly);
+        }
         if self.stop.load(Ordering::Relaxed) {
             return Err(Error::Closed);
         }
@@ -1161,6 +1249,7 @@ impl Inner {
         let st = self.state.read().clone();
         let mut s = EngineStats {
             durability: self.wal.durability().to_string(),
+            read_only: self.opts.read_only(),
             ..Default::default()
         };
         let hot = |t: &Tier| {

@@ -28,6 +28,7 @@ use crate::health::Faults;
 use crate::part::{self, PageCache, Part};
 use crate::payload::{self, PayloadStore};
 use crate::record::Signal;
+use crate::storage::hold::HoldableStore;
 use crate::storage::object::BucketStore;
 use crate::storage::{LocalStore, PartStore};
 use crate::wal::{RecordKind, Wal, WalRecord};
@@ -38,7 +39,7 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
     let lock = DirLock::acquire(&opts.data_dir)?;
     let faults = Arc::new(Faults::default());
     let prefixes = ["spans", "logs", "metrics", PayloadStore::PREFIX];
-    let store: Arc<dyn PartStore> = match &opts.object_storage {
+    let raw_store: Arc<dyn PartStore> = match &opts.object_storage {
         None => Arc::new(LocalStore::open(&opts.data_dir.join("parts"), &prefixes)?),
         Some(os) => Arc::new(BucketStore::open(
             &opts.data_dir.join("parts"),
@@ -49,13 +50,18 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
             part::is_text_index,
         )?),
     };
+    // Every removal goes through the hold, so a backup can keep what it
+    // copies (storage::hold).
+    let holdable = HoldableStore::new(raw_store);
+    let store: Arc<dyn PartStore> = holdable.clone();
     let payloads = PayloadStore::open(store.clone())?;
     let page_cache = PageCache::new(opts.page_cache_bytes);
     let mut parts: [Vec<Arc<Part>>; 3] = Default::default();
     let mut max_id = 0u64;
-    parts[0] = load_parts::<Span>(&store, &page_cache, &mut max_id)?;
-    parts[1] = load_parts::<LogRecord>(&store, &page_cache, &mut max_id)?;
-    parts[2] = load_parts::<MetricPoint>(&store, &page_cache, &mut max_id)?;
+    let ro = opts.read_only();
+    parts[0] = load_parts::<Span>(&store, &page_cache, &mut max_id, ro)?;
+    parts[1] = load_parts::<LogRecord>(&store, &page_cache, &mut max_id, ro)?;
+    parts[2] = load_parts::<MetricPoint>(&store, &page_cache, &mut max_id, ro)?;
     let covers: Vec<u64> = parts
         .iter()
         .map(|ps| ps.iter().map(|p| p.meta.covers_seq).max().unwrap_or(0))
@@ -120,6 +126,7 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
     Ok(Inner {
         me: std::sync::Weak::new(),
         store,
+        holdable,
         payloads,
         payload_gate: RwLock::new(()),
         wal: Arc::new(wal),
@@ -179,11 +186,13 @@ fn replay<R: Stored>(active: &Tier, rec: &WalRecord, floor: u64, expired_before:
 }
 
 /// Opens every part of a signal, deleting what compaction replaced and
-/// orphaned sidecars; returns them sorted by sequence numbers.
+/// orphaned sidecars (a reader of someone else's bucket only leaves them
+/// out); returns them sorted by sequence numbers.
 fn load_parts<R: Stored>(
     store: &Arc<dyn PartStore>,
     page_cache: &Arc<PageCache>,
     max_id: &mut u64,
+    read_only: bool,
 ) -> Result<Vec<Arc<Part>>> {
     let mut files: BTreeMap<u64, (bool, bool)> = BTreeMap::new();
     for name in store.list(R::SIGNAL.as_str())? {
@@ -200,8 +209,10 @@ fn load_parts<R: Stored>(
     for (&id, &(has_parquet, _)) in &files {
         *max_id = (*max_id).max(id);
         if !has_parquet {
-            for name in part::sidecar_names(R::SIGNAL, id) {
-                store.remove(&name)?;
+            // A reader may list a part's sidecars before the part itself
+            // is up: never its to remove.
+            for name in part::sidecar_names(R::SIGNAL, id).iter().filter(|_| !read_only) {
+                store.remove(name)?;
             }
             continue;
         }
@@ -210,6 +221,9 @@ fn load_parts<R: Stored>(
     let replaced: HashSet<u64> = parts.iter().flat_map(|p| p.meta.replaces.iter().copied()).collect();
     let mut kept = Vec::with_capacity(parts.len());
     for p in parts {
+        if replaced.contains(&p.meta.id) && read_only {
+            continue;
+        }
         if replaced.contains(&p.meta.id) {
             tracing::info!("removing part {} replaced by a compaction before a crash", p.meta.id);
             store.remove(&part::parquet_name(R::SIGNAL, p.meta.id))?;

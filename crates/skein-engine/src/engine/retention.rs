@@ -500,8 +500,25 @@ impl Inner {
     }
 
     /// Drops the oldest parts (by their newest record, any signal) while
-    /// free space is below the floor.
+    /// free space is below the floor. With parts in a bucket, the local
+    /// cache of it goes instead, and parts never: deleting one from the
+    /// bucket would free no local disk, only lose data.
     fn evict(&self, report: &mut RetentionReport) -> Result<()> {
+        if self.opts.object_storage.is_some() {
+            if let Some((free, floor)) = self.below_floor() {
+                let freed = self.store.free_local(floor - free);
+                report.bytes_freed += freed;
+                if self.below_floor().is_some() {
+                    tracing::warn!(
+                        "disk full: {} free, below {}, with {} of the bucket's cache dropped; what is left is the WAL and parts waiting for their upload",
+                        human_bytes(free),
+                        human_bytes(floor),
+                        human_bytes(freed)
+                    );
+                }
+            }
+            return Ok(());
+        }
         while let Some((free, floor)) = self.below_floor() {
             let oldest = {
                 let st = self.state.read();

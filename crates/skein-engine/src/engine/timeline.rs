@@ -94,3 +94,21 @@ impl Engine {
         crate::query::series::scan_points(&self.state().sources::<MetricPoint>(), names, w, f)
     }
 }
+
+impl Engine {
+    /// Streams `signal`'s rows in `req.window` as Arrow batches in the part
+    /// layout (see [`crate::query::scan`]): `f` gets each batch as it is
+    /// read and returns `false` to stop. The request only narrows; the
+    /// caller re-checks its predicates.
+    pub fn scan_batches(
+        &self,
+        signal: crate::record::Signal,
+        req: &crate::query::scan::ScanRequest,
+        f: &mut dyn FnMut(arrow_array::RecordBatch) -> bool,
+    ) -> Result<crate::query::scan::ScanStats> {
+        // Retention: nothing before the signal's line.
+        let mut req = req.clone();
+        req.window = self.live(signal, req.window);
+        crate::query::scan::scan(signal, &self.state(), &self.inner.shadow_cache, &req, f)
+    }
+}

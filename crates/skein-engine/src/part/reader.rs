@@ -158,7 +158,11 @@ impl Part {
             Err(e) => {
                 tracing::warn!("rebuilding index of part {}: {e}", store.describe(&name));
                 part.index = part.rebuild_index::<R>()?;
-                store.put(&idx_name, &index::encode(&part.index, index::INDEX_ZSTD_LEVEL)?)?;
+                // Kept for the next open; a store that refuses (a reader's
+                // bucket, a full disk) only costs the rebuild again then.
+                if let Err(e) = store.put(&idx_name, &index::encode(&part.index, index::INDEX_ZSTD_LEVEL)?) {
+                    tracing::warn!("the rebuilt index of part {} is not kept: {e}", store.describe(&name));
+                }
             }
         }
         if R::SIGNAL == Signal::Spans && part.calls.is_none() {
@@ -432,6 +436,70 @@ impl Part {
         reader.map(|b| b.map_err(Error::from)).collect()
     }
 
+    /// Streams some columns of the rows in `rows` as Arrow batches of at
+    /// most `batch_rows` rows, through one reader: each row group's pages
+    /// are decoded once however many batches they make, and only the row
+    /// groups holding a row are set up. Memory is one row group's column
+    /// chunks and one batch; the selection is one entry per run of rows.
+    pub fn stream_row_columns(
+        &self,
+        columns: &[&str],
+        rows: &roaring::RoaringBitmap,
+        batch_rows: usize,
+    ) -> Result<impl Iterator<Item = Result<RecordBatch>> + use<>> {
+        let mask = ProjectionMask::columns(self.arrow_meta.parquet_schema(), columns.iter().copied());
+        let (groups, selection) = self.restrict_bitmap(rows);
+        let reader = self
+            .builder()
+            .with_projection(mask)
+            .with_row_groups(groups)
+            .with_row_selection(selection)
+            .with_batch_size(batch_rows.max(1))
+            .build()?;
+        Ok(reader.map(|b| b.map_err(Error::from)))
+    }
+
+    /// [`Part::restrict`] of a bitmap, walked once without listing it.
+    fn restrict_bitmap(&self, rows: &roaring::RoaringBitmap) -> (Vec<usize>, RowSelection) {
+        let meta = self.arrow_meta.metadata();
+        let mut groups = Vec::new();
+        let mut selectors = Vec::new();
+        let mut it = rows.iter().peekable();
+        let mut start = 0u32;
+        for (g, rg) in meta.row_groups().iter().enumerate() {
+            let end = start + rg.num_rows() as u32;
+            let mut pos = start;
+            let mut any = false;
+            while let Some(&r) = it.peek() {
+                if r >= end {
+                    break;
+                }
+                it.next();
+                let mut run_end = r + 1;
+                // A run stops at the row group's end: selections are
+                // relative to the row groups read.
+                while run_end < end && it.peek() == Some(&run_end) {
+                    run_end += 1;
+                    it.next();
+                }
+                if !any {
+                    groups.push(g);
+                    any = true;
+                }
+                if r > pos {
+                    selectors.push(RowSelector::skip((r - pos) as usize));
+                }
+                selectors.push(RowSelector::select((run_end - r) as usize));
+                pos = run_end;
+            }
+            if any && pos < end {
+                selectors.push(RowSelector::skip((end - pos) as usize));
+            }
+            start = end;
+        }
+        (groups, RowSelection::from(selectors))
+    }
+
     /// Streams every record in row (time) order, `batch_rows` at a time.
     pub fn scan<R: Columnar>(&self, batch_rows: usize) -> Result<impl Iterator<Item = Result<Vec<R>>> + use<R>> {
         let reader = self
@@ -489,6 +557,42 @@ mod tests {
         let rows: Vec<u32> = (0..100).collect();
         let all: Vec<Span> = part.read_rows(&rows).unwrap();
         assert_eq!(reopened.read_rows::<Span>(&rows).unwrap(), all);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 16, ..Default::default() })]
+
+        /// A bitmap's selection is the row list's, and streaming it gives
+        /// exactly those rows, in order, in batches no larger than asked.
+        #[test]
+        fn streamed_rows_are_the_selected_rows(
+            picks in proptest::collection::vec(proptest::prelude::any::<bool>(), 0..300),
+            batch in 1usize..70,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let store: Arc<dyn PartStore> = Arc::new(LocalStore::open(dir.path(), &["spans"]).unwrap());
+            // Row groups of 64 rows: runs must stop at their ends.
+            let opts = WriterOptions { row_group_rows: 64, ..WriterOptions::default() };
+            let mut w = PartWriter::<Span>::new(store, PartMeta::new(Signal::Spans, 1), &opts).unwrap();
+            let mut spans = testdata::spans(60, 5);
+            spans.sort_by_key(|s| (s.time(), s.key()));
+            for s in &spans {
+                w.push(Arc::new(s.clone())).unwrap();
+            }
+            let part = w.finish().unwrap();
+            let rows: Vec<u32> = picks.iter().enumerate().filter(|(_, p)| **p).map(|(i, _)| i as u32).collect();
+            let bitmap: roaring::RoaringBitmap = rows.iter().copied().collect();
+            proptest::prop_assert_eq!(part.restrict_bitmap(&bitmap), part.restrict(&rows));
+            let mut ids = Vec::new();
+            for b in part.stream_row_columns(&["span_id"], &bitmap, batch).unwrap() {
+                let b = b.unwrap();
+                proptest::prop_assert!(b.num_rows() <= batch);
+                let col = arrow_array::cast::AsArray::as_fixed_size_binary(b.column(0));
+                ids.extend((0..b.num_rows()).map(|i| col.value(i).to_vec()));
+            }
+            let want: Vec<Vec<u8>> = rows.iter().map(|&r| spans[r as usize].span_id.as_bytes().to_vec()).collect();
+            proptest::prop_assert_eq!(ids, want);
+        }
     }
 
     #[test]

@@ -80,6 +80,41 @@ impl PayloadStore {
         })
     }
 
+    /// Takes the packs again from a store someone else writes (a
+    /// read-only engine): opens the new ones, forgets those gone. Gone
+    /// packs are forgotten first, so a payload a rewrite moved to a new
+    /// pack is found there.
+    pub fn refresh(&self) -> Result<()> {
+        let listed: std::collections::BTreeMap<u64, String> = self
+            .store
+            .list(Self::PREFIX)?
+            .into_iter()
+            .filter_map(|n| Some((pack::parse_pack_name(&n)?, n)))
+            .collect();
+        let (new, gone): (Vec<u64>, Vec<u64>) = {
+            let ix = self.index.read();
+            (
+                listed.keys().filter(|id| !ix.packs.contains_key(id)).copied().collect(),
+                ix.packs.keys().filter(|id| !listed.contains_key(id)).copied().collect(),
+            )
+        };
+        let mut opened = Vec::with_capacity(new.len());
+        for id in new {
+            let name = &listed[&id];
+            let src = self.store.open(name)?;
+            let entries = pack::read_index(&*src, &self.store.describe(name))?;
+            opened.push((Pack { id, src }, entries));
+        }
+        let mut ix = self.index.write();
+        for id in gone {
+            ix.remove_pack(id);
+        }
+        for (pack, entries) in opened {
+            ix.add(pack, entries);
+        }
+        Ok(())
+    }
+
     pub fn contains(&self, id: &PayloadRef) -> bool {
         self.index.read().entries.contains_key(id)
     }
@@ -223,6 +258,24 @@ impl PayloadStore {
 }
 
 impl Index {
+    /// Forgets a pack and the payloads found in it.
+    fn remove_pack(&mut self, id: u64) {
+        if self.packs.remove(&id).is_none() {
+            return;
+        }
+        self.stats.payload_packs -= 1;
+        let stats = &mut self.stats;
+        self.entries.retain(|_, (pack, e)| {
+            let keep = *pack != id;
+            if !keep {
+                stats.payloads -= 1;
+                stats.payload_bytes -= e.zlen as u64;
+                stats.payload_logical_bytes -= e.raw_len;
+            }
+            keep
+        });
+    }
+
     fn add(&mut self, pack: Pack, entries: Vec<PackEntry>) {
         let id = pack.id;
         self.packs.insert(id, pack);

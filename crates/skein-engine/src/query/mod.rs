@@ -10,6 +10,7 @@ pub mod diagnose;
 pub mod explain;
 pub mod filter;
 pub mod llm;
+pub mod scan;
 pub mod search;
 pub mod series;
 pub mod shadow;

@@ -174,7 +174,7 @@ fn in_bounds(time: u64, key: RecordKey, window: Window, cursor: Option<Cursor>) 
 }
 
 /// Intersects posting groups; `None` means "no narrowing".
-fn candidates(
+pub(crate) fn candidates(
     groups: &[TermGroup],
     posting: impl Fn(u64) -> Option<RoaringBitmap>,
     unindexed: impl Fn(u64) -> bool,

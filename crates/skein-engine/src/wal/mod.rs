@@ -688,6 +688,34 @@ impl Wal {
     }
 }
 
+/// What `skein verify` finds of one WAL segment file's bytes: `Err` with
+/// the damage (a missing header, a damaged frame with data after it, a frame
+/// that does not decode), `Ok(Some(note))` for a torn tail (an unfinished
+/// last write, never acknowledged: recovery cuts it), `Ok(None)` when clean.
+pub fn check_segment(bytes: &[u8]) -> std::result::Result<Option<String>, String> {
+    let Some(body) = bytes.strip_prefix(SEGMENT_MAGIC) else {
+        if SEGMENT_MAGIC.starts_with(bytes) {
+            return Ok(Some("an empty segment whose header was never fully written".into()));
+        }
+        return Err("missing SKEINWAL header".into());
+    };
+    let scan = frame::scan(body);
+    for (offset, payload) in &scan.frames {
+        WalRecord::decode(payload).map_err(|e| format!("record at byte {}: {e}", offset + SEGMENT_MAGIC.len()))?;
+    }
+    match scan.tail {
+        frame::Tail::Clean => Ok(None),
+        frame::Tail::Torn { offset, reason } => Ok(Some(format!(
+            "an unacknowledged torn tail at byte {} ({reason}), which recovery cuts",
+            offset + SEGMENT_MAGIC.len()
+        ))),
+        frame::Tail::Corrupt { offset, reason } => Err(format!(
+            "damaged frame at byte {}: {reason}",
+            offset + SEGMENT_MAGIC.len()
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::fs::OpenOptions;

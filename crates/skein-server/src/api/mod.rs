@@ -5,6 +5,7 @@
 
 mod audit;
 mod erasures;
+mod backups;
 mod export;
 mod handlers;
 mod llm;
@@ -15,6 +16,7 @@ pub mod params;
 mod payloads;
 mod scores;
 mod series;
+mod sql;
 mod tail;
 pub mod views;
 
@@ -76,6 +78,12 @@ impl From<skein_engine::Error> for ApiError {
     fn from(e: skein_engine::Error) -> Self {
         if e.is_invalid_input() {
             ApiError::bad_request(&e.to_string())
+        } else if e.is_read_only() {
+            ApiError {
+                status: StatusCode::FORBIDDEN,
+                code: "read_only",
+                message: e.to_string(),
+            }
         } else if e.is_disk_full() {
             ApiError {
                 status: StatusCode::SERVICE_UNAVAILABLE,
@@ -191,6 +199,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/anomalies"),
     ("GET", "/api/v1/correlate/{trace_id}"),
     ("GET", "/api/v1/stats"),
+    ("POST", "/api/v1/backups"),
     ("GET", "/api/v1/llm/usage"),
     ("GET", "/api/v1/llm/tools"),
     ("GET", "/api/v1/sessions"),
@@ -200,6 +209,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/scores"),
     ("GET", "/api/v1/payloads/{ref}"),
     ("GET", "/api/v1/tail"),
+    ("POST", "/api/v1/sql"),
     ("GET", "/api/v1/openapi.json"),
     ("GET", "/api/v1/audit"),
     ("POST", "/api/v1/erasures"),
@@ -222,6 +232,7 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/v1/anomalies", get(handlers::anomalies))
         .route("/api/v1/correlate/{trace_id}", get(handlers::correlate))
         .route("/api/v1/stats", get(handlers::stats))
+        .route("/api/v1/backups", axum::routing::post(backups::create))
         .route("/api/v1/llm/usage", get(llm::usage))
         .route("/api/v1/llm/tools", get(llm::tools))
         .route("/api/v1/sessions", get(llm::sessions))
@@ -230,6 +241,7 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/v1/scores", get(scores::list).post(scores::post))
         .route("/api/v1/payloads/{ref}", get(payloads::get_payload))
         .route("/api/v1/tail", get(tail::tail))
+        .route("/api/v1/sql", axum::routing::post(sql::post))
         .route("/api/v1/openapi.json", get(openapi::document))
         .route("/api/v1/audit", get(audit::list))
         .route("/api/v1/erasures", axum::routing::post(erasures::post))

@@ -155,6 +155,13 @@ pub fn spec() -> Value {
         v.extend(span_filters().into_iter().filter(|p| p["name"] != "limit"));
         v
     };
+    // Its own value: one more entry in the document below passes the
+    // json! macro's recursion limit.
+    let sql = json!({"post": {"summary": "Read-only SQL (DataFusion) over the tables spans, logs and metric_points (see docs/sql.md): {query, format: json|ndjson|csv|arrow}. JSON (below) holds at most --sql-max-rows rows; ndjson (application/x-ndjson), csv (text/csv) and arrow (application/vnd.apache.arrow.stream) stream every row.",
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["query"],
+                    "properties": {"query": {"type": "string"}, "format": {"type": "string", "enum": ["json", "ndjson", "csv", "arrow"]}}}}}},
+                "responses": {"200": {"description": "{columns: [{name, type}], rows: [[...]], truncated}"},
+                              "400": {"description": "A bad or refused query (DataFusion's message; code bad_request), one past --sql-memory (too_large) or --sql-timeout (timeout)."}}}});
     json!({
         "openapi": "3.1.0",
         "info": {"title": "Skein API", "version": env!("CARGO_PKG_VERSION"),
@@ -202,6 +209,11 @@ pub fn spec() -> Value {
                               "400": {"description": "Malformed reference."},
                               "404": {"description": "No payload has this reference."},
                               "416": {"description": "The range lies past the end."}}}},
+            "/api/v1/backups": {"post": {"summary": "A consistent backup while ingest goes on (admin scope): body {to: \"DIR\" | \"s3://BUCKET/PREFIX\"}, an empty place; a directory on the server's machine, a bucket reached with the server's --s3-* settings. Answers when complete.",
+                "requestBody": {"content": {"application/json": {"schema": {"type": "object", "required": ["to"], "properties": {"to": {"type": "string"}}}}}},
+                "responses": {"200": {"description": "{location, files, bytes, seconds, covers_seq, created_unix_ms}", "content": {"application/json": {"schema": {"type": "object"}}}},
+                              "400": {"description": "A destination that is not empty, or a bad body: {\"error\": {\"code\", \"message\"}}."},
+                              "403": {"description": "The token lacks the admin scope."}}}},
             "/api/v1/stats": {"get": op("Records, parts, payloads, bytes on disk, WAL bytes, memory, uptime, faults, retention (policy, rounds, parts dropped and rewritten, free disk).", vec![], "{records, spans, logs, metric_points, parts, payloads, payload_bytes, payload_logical_bytes, bytes_on_disk, wal_bytes, faults, retention, retention_policy, disk_free_bytes, min_free_disk_bytes, ...}")},
             "/api/v1/llm/usage": {"get": op("LLM calls grouped: calls, errors, tokens by kind, cost (reported, else derived from the price table; unpriced counted), latency and time-to-first-token percentiles.", {
                 let mut v = vec![param("group_by", "model (default), provider, service, session, agent, user or day."),
@@ -240,6 +252,7 @@ pub fn spec() -> Value {
                 "parameters": [param("signal", "spans, logs or all (default)."), param("service", "Service name."),
                                param("status", "unset, ok or error."), param("severity", "Minimum log severity.")],
                 "responses": {"200": {"description": "text/event-stream"}}}},
+            "/api/v1/sql": sql,
             "/api/v1/openapi.json": {"get": {"summary": "This document.", "responses": {"200": {"description": "OpenAPI 3.1"}}}},
             "/api/v1/audit": {"get": op("The audit log (admin): admin actions, oldest first.", vec![
                     param("limit", "The last N entries (default 100, at most 10000)."),

@@ -25,6 +25,7 @@ pub fn required_scope(method: &Method, path: &str, metrics_public: bool) -> Opti
         "/v1/traces" | "/v1/logs" | "/v1/metrics" => Some(Scope::Ingest),
         "/api/v1/spans" | "/api/v1/scores" if method == Method::POST => Some(Scope::Ingest),
         "/prometheus/api/v1/write" => Some(Scope::Ingest),
+        "/api/v1/backups" => Some(Scope::Admin),
         // Erasures and their receipts (which name what was erased), and
         // the audit log.
         "/api/v1/erasures" | "/api/v1/audit" => Some(Scope::Admin),
@@ -92,6 +93,7 @@ mod tests {
         assert_eq!(required_scope(&post, "/api/v1/scores", false), Some(Scope::Ingest));
         assert_eq!(required_scope(&get, "/api/v1/scores", false), Some(Scope::Read));
         assert_eq!(required_scope(&post, "/mcp", false), Some(Scope::Read));
+        assert_eq!(required_scope(&post, "/api/v1/backups", false), Some(Scope::Admin));
         assert_eq!(
             required_scope(&post, "/prometheus/api/v1/write", false),
             Some(Scope::Ingest)

@@ -437,6 +437,7 @@ async fn write(State(app): State<Arc<App>>, mut headers: HeaderMap, body: Body) 
                 IngestError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, m.clone()),
                 // Prometheus retries a 5xx: it holds the samples until space returns.
                 IngestError::DiskFull(m) => (StatusCode::SERVICE_UNAVAILABLE, m.clone()),
+                IngestError::ReadOnly(m) => (StatusCode::FORBIDDEN, m.clone()),
                 IngestError::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, m.clone()),
             };
             let mut r = (status, message).into_response();

@@ -89,7 +89,7 @@ const STATUS_KEYS: &[(&str, &str)] = &[
 ];
 
 /// One line on parts kept in a bucket: where, what waits to go up, the cache.
-fn object_storage_line(os: &Value) -> String {
+fn object_storage_line(os: &Value, read_only: bool) -> String {
     let n = |k: &str| os.get(k).and_then(Value::as_u64).unwrap_or(0);
     let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64);
     let lookups = n("cache_hits") + n("cache_misses");
@@ -101,9 +101,14 @@ fn object_storage_line(os: &Value) -> String {
             100.0 * n("cache_hits") as f64 / lookups as f64
         )
     };
+    let corrupt = match n("corrupt_reads") {
+        0 => String::new(),
+        c => format!(" · {c} CORRUPT READS refused"),
+    };
     format!(
-        "storage: {} · {} objects ({}) in the bucket · {} waiting to upload ({}) · cache {} of {}, {hit_ratio}",
+        "storage: {}{} · {} objects ({}) in the bucket · {} waiting to upload ({}) · cache {} of {}, {hit_ratio}{corrupt}",
         os.get("url").and_then(Value::as_str).unwrap_or("?"),
+        if read_only { " (read-only)" } else { "" },
         n("remote_objects"),
         mib(n("remote_bytes")),
         n("pending_uploads"),
@@ -169,7 +174,7 @@ pub fn status(ctx: &Ctx) -> CliResult<Exit> {
         };
         write_stdout(&key_values(&v, &keys))?;
         if let Some(os) = v.get("object_storage").filter(|o| o.is_object()) {
-            write_stdout(&object_storage_line(os))?;
+            write_stdout(&object_storage_line(os, v["read_only"] == true))?;
         }
         if let Some(faults) = v.get("faults").and_then(Value::as_array).filter(|f| !f.is_empty()) {
             write_stdout(&fault_lines(faults))?;

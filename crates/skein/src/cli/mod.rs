@@ -11,12 +11,15 @@
 //! | `llm` | `llm usage`, `llm tools`, `sessions`, `session` |
 //! | `export` | `export spans\|logs`: NDJSON to stdout |
 //! | `query` | `query …`, `get trace`, `correlate` |
+//! | `sql` | `sql "SELECT …"`: read-only SQL |
 //! | `stream` | `watch`, `tail` |
 //! | `waterfall` | the trace waterfall of `get trace --format table` |
 //! | `skill` | `skill install`: the agent skill file |
 //! | `mcp` | `mcp`: the MCP server over stdio, `mcp config` |
+//! | `backup` | `backup`, `restore`, `verify` |
 //! | `verify_erasure` | `verify --erasure ID --data-dir DIR`, offline |
 
+mod backup;
 pub mod client;
 mod export;
 pub mod filters;
@@ -26,6 +29,7 @@ mod mcp;
 pub mod output;
 mod query;
 pub mod skill;
+mod sql;
 mod stream;
 mod verify_erasure;
 mod waterfall;
@@ -136,6 +140,9 @@ pub enum Command {
     /// line `{"export_complete": true, "count": N}`).
     #[command(subcommand)]
     Export(Box<export::ExportCommand>),
+    /// A read-only SQL query over spans, logs and metric_points (a table on
+    /// a terminal, else the JSON answer; docs/sql.md).
+    Sql(sql::SqlArgs),
     /// Fetch one record by id.
     #[command(subcommand)]
     Get(query::GetCommand),
@@ -152,10 +159,15 @@ pub enum Command {
     /// The MCP server over stdio, asking the server at --server (for
     /// agents that start it: `skein mcp config` prints how to register it).
     Mcp(mcp::McpArgs),
-    /// Check a data directory offline, with no server: `--erasure ID`
-    /// checks an erasure's receipt (digest, files, and that no record
-    /// matching its criteria remains).
-    Verify(verify_erasure::VerifyArgs),
+    /// Back the data up to an empty directory or s3://BUCKET/PREFIX while
+    /// the server goes on ingesting (a manifest with every file's BLAKE3).
+    Backup(backup::BackupArgs),
+    /// Restore a backup into a new data directory (no server needed).
+    Restore(backup::RestoreArgs),
+    /// Check every file of a data directory or backup; exit 4 naming what
+    /// is damaged. With --erasure ID, check an erasure's receipt instead
+    /// (digest, files, and that no record matching its criteria remains).
+    Verify(backup::VerifyArgs),
 }
 
 /// What a command runs with.
@@ -208,13 +220,16 @@ fn dispatch(command: Command, ctx: &Ctx) -> CliResult<Exit> {
         Command::Score(c) => llm::score(ctx, &c),
         Command::Query(q) => query::query(ctx, &q),
         Command::Export(c) => export::export(ctx, &c),
+        Command::Sql(a) => sql::sql(ctx, &a),
         Command::Get(g) => query::get(ctx, &g),
         Command::Correlate(a) => query::correlate(ctx, &a),
         Command::Watch(a) => stream::watch(ctx, &a),
         Command::Tail(a) => stream::tail(ctx, &a),
         Command::Skill(s) => skill::run(ctx, &s),
         Command::Mcp(a) => mcp::run(ctx, &a),
-        Command::Verify(a) => verify_erasure::run(ctx, &a),
+        Command::Backup(a) => backup::backup(ctx, &a),
+        Command::Restore(a) => backup::restore(ctx, &a),
+        Command::Verify(a) => backup::verify(ctx, &a),
     }
 }
 

@@ -5,31 +5,13 @@
 //! JSON; exit 0 when everything checks out, 4 when something does not, 2
 //! for a bad command line or an unknown id.
 
-use std::path::PathBuf;
-
-use clap::Args;
+use std::path::Path;
 
 use super::client::{CliError, CliResult, Exit};
 use super::{Ctx, Format};
 
-#[derive(Args, Debug)]
-pub struct VerifyArgs {
-    /// The erasure to check (its id, from POST /api/v1/erasures).
-    #[arg(long, value_name = "ID")]
-    pub erasure: Option<String>,
-    /// The data directory the erasure ran on.
-    #[arg(long, env = "SKEIN_DATA_DIR", value_name = "DIR")]
-    pub data_dir: Option<PathBuf>,
-}
-
-pub fn run(ctx: &Ctx, a: &VerifyArgs) -> CliResult<Exit> {
-    let Some(id) = &a.erasure else {
-        return Err(CliError::usage(
-            "skein verify needs --erasure ID here: the whole-directory checksum check (skein verify --data-dir DIR alone) is not in this build",
-        ));
-    };
-    let data_dir = a.data_dir.clone().unwrap_or_else(crate::serve::default_data_dir);
-    let v = skein_engine::erasure::verify_erasure(&data_dir, id).map_err(|e| {
+pub fn run(ctx: &Ctx, id: &str, data_dir: &Path) -> CliResult<Exit> {
+    let v = skein_engine::erasure::verify_erasure(data_dir, id).map_err(|e| {
         if e.is_invalid_input() {
             CliError::usage(e.to_string())
         } else {

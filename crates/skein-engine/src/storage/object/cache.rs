@@ -309,8 +309,22 @@ impl Cache {
         }
     }
 
+    /// Evicts least recently used entries until `want` bytes are freed or
+    /// nothing is left (the disk is full); returns the bytes freed.
+    pub fn shrink(&self, want: u64) -> u64 {
+        let mut st = self.state.lock();
+        let target = st.total.saturating_sub(want);
+        let before = st.total;
+        self.evict_to(&mut st, target);
+        before - st.total
+    }
+
     fn evict(&self, st: &mut State) {
-        while st.total > self.capacity {
+        self.evict_to(st, self.capacity);
+    }
+
+    fn evict_to(&self, st: &mut State, limit: u64) {
+        while st.total > limit {
             let Some((_, key)) = st.by_tick.pop_first() else {
                 break;
             };

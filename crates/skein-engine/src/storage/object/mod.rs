@@ -40,6 +40,7 @@
 mod cache;
 mod lease;
 mod remote;
+mod sums;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs;
@@ -54,11 +55,13 @@ use parking_lot::{Condvar, Mutex};
 use serde::Serialize;
 
 pub use cache::CacheStats;
+use remote::Listed;
+pub(crate) use remote::{PutError, Remote};
 pub use remote::{RemoteConfig, RemoteRequestStats};
 
 use self::cache::{BLOCK, Cache, Resident, block_len};
 use self::lease::{LEASE_NAME, Lease, RENEW_EVERY, RenewError};
-use self::remote::{PutError, Remote};
+use self::sums::Sums;
 use super::{LocalStore, ObjectSink, ObjectSource, PartStore};
 use crate::error::{Error, Result};
 use crate::health::{FaultKind, Faults};
@@ -71,6 +74,9 @@ pub struct ObjectStorageOptions {
     pub cache_dir: PathBuf,
     /// The cache's budget in bytes (whole objects and blocks together).
     pub cache_bytes: u64,
+    /// Read the bucket only: no lease, no uploads or deletions; the
+    /// listing is taken again on [`PartStore::refresh`].
+    pub read_only: bool,
 }
 
 /// What `/api/v1/stats` shows of object storage.
@@ -85,6 +91,9 @@ pub struct ObjectStorageStats {
     /// Objects in the bucket and their bytes.
     pub remote_objects: u64,
     pub remote_bytes: u64,
+    /// Reads refused because the bytes from the bucket failed their
+    /// checksums (each also a `corrupt` fault).
+    pub corrupt_reads: u64,
     #[serde(flatten)]
     pub requests: RemoteRequestStats,
     #[serde(flatten)]
@@ -123,6 +132,14 @@ struct Objects {
     open: HashMap<String, usize>,
     /// Removed objects waiting for their last reader to let go.
     delete_when_closed: HashSet<String>,
+    /// Set when another process took the lease: uploads stop.
+    lease_lost: Option<String>,
+    /// Objects the bucket holds checksums of (`sums`), and those loaded:
+    /// about 8 bytes per 64 KiB of the objects read.
+    summed: HashSet<String>,
+    sums: HashMap<String, Arc<Sums>>,
+    /// Reads refused because their bytes failed the checksums.
+    corrupt_reads: u64,
     stop: bool,
     uploads: u64,
     failures: u64,
@@ -142,7 +159,9 @@ struct Shared {
     staging_root: PathBuf,
     remote: Arc<Remote>,
     cache: Cache,
-    lease: Lease,
+    /// `None` when read-only.
+    lease: Option<Lease>,
+    read_only: bool,
     faults: Arc<Faults>,
     objects: Mutex<Objects>,
     wake: Condvar,
@@ -154,7 +173,8 @@ struct Shared {
 /// Parts, their sidecars and payload packs in a bucket; see the module docs.
 pub struct BucketStore {
     shared: Arc<Shared>,
-    worker: Mutex<Option<JoinHandle<()>>>,
+    /// The upload thread and the lease thread.
+    workers: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// Which objects stay in the staging directory after their upload (the
@@ -191,18 +211,27 @@ impl BucketStore {
         // The first request: a missing bucket, bad credentials or an
         // unreachable endpoint stop the start here, with the reason.
         let listed = remote.list()?;
-        let lease = Lease::acquire(remote.clone(), holder_id, &staging_root.display().to_string())?;
+        // A reader takes no lease: it never writes, so any number of them
+        // may read a prefix beside its one writer.
+        let lease = if opts.read_only {
+            None
+        } else {
+            Some(Lease::acquire(
+                remote.clone(),
+                holder_id,
+                &staging_root.display().to_string(),
+            )?)
+        };
+        let (remote_objects, summed, orphan_sums) = split_listing(listed);
         let mut objects = Objects {
-            remote: listed
-                .into_iter()
-                .filter(|l| l.name != LEASE_NAME)
-                .map(|l| (l.name, l.size))
-                .collect(),
+            remote: remote_objects,
+            summed,
             ..Default::default()
         };
         let staging = LocalStore::open(staging_root, prefixes)?;
         let cache = Cache::open(&opts.cache_dir, opts.cache_bytes, &objects.remote)?;
-        for p in prefixes {
+        // A reader stages nothing (it never writes).
+        for p in prefixes.iter().filter(|_| !opts.read_only) {
             for name in staging.list(p)? {
                 let path = staging_root.join(&name);
                 let len = fs::metadata(&path)
@@ -223,28 +252,49 @@ impl BucketStore {
                 }
             }
         }
+        // Sums whose object never arrived (a crash between the two puts)
+        // or already went (between the two deletions), unless the object
+        // is staged to go up again (its upload rewrites them).
+        for object in orphan_sums.into_iter().filter(|_| !opts.read_only) {
+            if !objects.staged.contains_key(&object) {
+                objects.queue.push_back(Task::Delete { name: object });
+            }
+        }
         let shared = Arc::new(Shared {
             staging,
             staging_root: staging_root.to_path_buf(),
             remote,
             cache,
             lease,
+            read_only: opts.read_only,
             faults,
             objects: Mutex::new(objects),
             wake: Condvar::new(),
             clock: Instant::now(),
             stays_staged,
         });
-        let worker = {
-            let shared = shared.clone();
-            std::thread::Builder::new()
-                .name("skein-upload".into())
-                .spawn(move || shared.work())
-                .map_err(|e| Error::io("spawn the upload thread", e))?
-        };
+        let mut workers = Vec::new();
+        if !opts.read_only {
+            let up = shared.clone();
+            workers.push(
+                std::thread::Builder::new()
+                    .name("skein-upload".into())
+                    .spawn(move || up.work())
+                    .map_err(|e| Error::io("spawn the upload thread", e))?,
+            );
+            // Renewed from a thread of its own: an upload can take longer
+            // than the lease lives (a multipart upload of a big merge).
+            let keep = shared.clone();
+            workers.push(
+                std::thread::Builder::new()
+                    .name("skein-lease".into())
+                    .spawn(move || keep.keep_lease())
+                    .map_err(|e| Error::io("spawn the lease thread", e))?,
+            );
+        }
         Ok(BucketStore {
             shared,
-            worker: Mutex::new(Some(worker)),
+            workers: Mutex::new(workers),
         })
     }
 
@@ -268,11 +318,34 @@ impl Drop for BucketStore {
     fn drop(&mut self) {
         self.shared.objects.lock().stop = true;
         self.shared.wake.notify_all();
-        if let Some(t) = self.worker.lock().take() {
+        for t in self.workers.lock().drain(..) {
             let _ = t.join();
         }
-        self.shared.lease.release();
+        if let Some(lease) = &self.shared.lease {
+            lease.release();
+        }
     }
+}
+
+/// A bucket listing split into its objects (name → size), those of them
+/// with checksums, and checksums whose object is not listed; the lease is
+/// not an object of the store.
+fn split_listing(listed: Vec<Listed>) -> (HashMap<String, u64>, HashSet<String>, Vec<String>) {
+    let (sum_objects, objects): (Vec<_>, Vec<_>) = listed
+        .into_iter()
+        .filter(|l| l.name != LEASE_NAME)
+        .partition(|l| sums::object_of(&l.name).is_some());
+    let objects: HashMap<String, u64> = objects.into_iter().map(|l| (l.name, l.size)).collect();
+    let (mut summed, mut orphans) = (HashSet::new(), Vec::new());
+    for l in sum_objects {
+        let object = sums::object_of(&l.name).unwrap_or_default().to_string();
+        if objects.contains_key(&object) {
+            summed.insert(object);
+        } else {
+            orphans.push(object);
+        }
+    }
+    (objects, summed, orphans)
 }
 
 fn remove_staged(path: &Path) {
@@ -284,43 +357,59 @@ fn remove_staged(path: &Path) {
 }
 
 impl Shared {
-    /// The upload thread: runs the queue front to back, renews the lease.
+    /// The lease thread: renews it every `RENEW_EVERY` until the store
+    /// stops or another process takes it.
+    fn keep_lease(&self) {
+        let Some(lease) = &self.lease else { return };
+        loop {
+            let next = Instant::now() + RENEW_EVERY;
+            {
+                let mut o = self.objects.lock();
+                while !o.stop && Instant::now() < next {
+                    self.wake.wait_until(&mut o, next);
+                }
+                if o.stop {
+                    return;
+                }
+            }
+            match lease.renew() {
+                Ok(()) => {}
+                Err(RenewError::Lost(holder)) => {
+                    let msg = format!(
+                        "the lease on {} was taken by {holder}: another skein writes this prefix; uploads stopped (objects stay on local disk)",
+                        self.remote.url()
+                    );
+                    tracing::error!("{msg}");
+                    self.faults.fail(FaultKind::Upload, msg.clone());
+                    self.objects.lock().lease_lost = Some(msg);
+                    self.wake.notify_all();
+                    return;
+                }
+                Err(RenewError::Failed(e)) => {
+                    self.faults
+                        .fail(FaultKind::Upload, format!("cannot renew the lease: {e}"));
+                }
+            }
+        }
+    }
+
+    /// The upload thread: runs the queue front to back.
     fn work(&self) {
         let mut backoff = Duration::from_millis(100);
         let mut retry_at = Instant::now();
-        let mut next_renew = Instant::now() + RENEW_EVERY;
-        let mut lost: Option<String> = None;
         loop {
-            if Instant::now() >= next_renew {
-                next_renew = Instant::now() + RENEW_EVERY;
-                match self.lease.renew() {
-                    Ok(()) => {}
-                    Err(RenewError::Lost(holder)) => {
-                        let msg = format!(
-                            "the lease on {} was taken by {holder}: another skein writes this prefix; uploads stopped (objects stay on local disk)",
-                            self.remote.url()
-                        );
-                        tracing::error!("{msg}");
-                        self.faults.fail(FaultKind::Upload, msg.clone());
-                        lost = Some(msg);
-                    }
-                    Err(RenewError::Failed(e)) => {
-                        self.faults
-                            .fail(FaultKind::Upload, format!("cannot renew the lease: {e}"));
-                    }
-                }
-            }
             let task = {
                 let mut o = self.objects.lock();
                 if o.stop {
                     return;
                 }
-                let ready = lost.is_none() && !o.queue.is_empty() && Instant::now() >= retry_at;
+                let lost = o.lease_lost.is_some();
+                let ready = !lost && !o.queue.is_empty() && Instant::now() >= retry_at;
                 if !ready {
-                    let until = if o.queue.is_empty() || lost.is_some() {
-                        next_renew
+                    let until = if o.queue.is_empty() || lost {
+                        Instant::now() + RENEW_EVERY
                     } else {
-                        next_renew.min(retry_at)
+                        retry_at
                     };
                     self.wake.wait_until(&mut o, until);
                     continue;
@@ -343,7 +432,7 @@ impl Shared {
                     }
                     o.uploads += matches!(task, Task::Upload { .. }) as u64;
                     backoff = Duration::from_millis(100);
-                    if lost.is_none() {
+                    if o.lease_lost.is_none() {
                         self.faults.clear(FaultKind::Upload);
                     }
                 }
@@ -373,12 +462,29 @@ impl Shared {
     fn run(&self, task: &Task) -> Result<()> {
         match task {
             Task::Delete { name } => {
+                // The object before its sums: an object never lacks them.
                 self.remote.delete(name)?;
-                self.objects.lock().remote.remove(name);
+                self.remote.delete(&sums::name_of(name))?;
+                let mut o = self.objects.lock();
+                o.remote.remove(name);
+                o.summed.remove(name);
+                o.sums.remove(name);
                 Ok(())
             }
             Task::Upload { name, len } => {
                 let path = self.staging_root.join(name);
+                // The sums before their object: an object in the bucket
+                // always has them (see `sums`).
+                let file = fs::File::open(&path).map_err(|e| Error::io(format!("read {}", path.display()), e))?;
+                let summed = Sums::of(io::BufReader::new(file), *len)
+                    .map_err(|e| Error::io(format!("read {}", path.display()), e))?;
+                self.remote
+                    .put(
+                        &sums::name_of(name),
+                        Bytes::from(summed.encode()?),
+                        object_store::PutMode::Overwrite,
+                    )
+                    .map_err(PutError::into_error)?;
                 match self.remote.upload_file(name, &path, *len) {
                     Ok(()) => {}
                     // Uploaded before a crash or a timeout that hid the
@@ -400,6 +506,8 @@ impl Shared {
                     return Ok(());
                 }
                 o.remote.insert(name.clone(), *len);
+                o.summed.insert(name.clone());
+                o.sums.insert(name.clone(), Arc::new(summed));
                 if !(self.stays_staged)(name) {
                     o.staged.remove(name);
                     if !self.cache.adopt(name, &path, *len) {
@@ -430,6 +538,9 @@ impl PartStore for BucketStore {
     }
 
     fn create(&self, name: &str) -> Result<Box<dyn ObjectSink>> {
+        if self.shared.read_only {
+            return Err(Error::ReadOnly);
+        }
         Ok(Box::new(StagedSink {
             inner: Some(self.shared.staging.create(name)?),
             name: name.to_string(),
@@ -468,6 +579,11 @@ impl PartStore for BucketStore {
 
     fn remove(&self, name: &str) -> Result<()> {
         let s = &self.shared;
+        if s.read_only {
+            // The bucket's writer removes what it replaced; a reader only
+            // stops reading it.
+            return Ok(());
+        }
         let mut o = s.objects.lock();
         if o.staged.remove(name).is_some() {
             s.staging.remove(name)?;
@@ -510,6 +626,24 @@ impl PartStore for BucketStore {
         }
     }
 
+    fn free_local(&self, bytes: u64) -> u64 {
+        self.shared.cache.shrink(bytes)
+    }
+
+    fn refresh(&self) -> Result<()> {
+        let s = &self.shared;
+        if !s.read_only {
+            return Ok(());
+        }
+        let (remote, summed, _) = split_listing(s.remote.list()?);
+        let mut o = s.objects.lock();
+        o.remote = remote;
+        o.summed = summed;
+        let Objects { remote, sums, .. } = &mut *o;
+        sums.retain(|name, _| remote.contains_key(name));
+        Ok(())
+    }
+
     fn object_storage_stats(&self) -> Option<ObjectStorageStats> {
         let s = &self.shared;
         let o = s.objects.lock();
@@ -522,6 +656,7 @@ impl PartStore for BucketStore {
             upload_failures: o.failures,
             remote_objects: o.remote.len() as u64,
             remote_bytes: o.remote.values().sum(),
+            corrupt_reads: o.corrupt_reads,
             requests: s.remote.request_stats(),
             cache: s.cache.stats(),
         })
@@ -626,8 +761,55 @@ impl BucketObject {
             .remote
             .get_range(&self.name, start..start + block_len(self.len, n))
             .map_err(io::Error::other)?;
+        self.check(start, &block)?;
         s.cache.insert_block(&self.name, n, &block);
         Ok(block.slice(offset as usize..offset as usize + len))
+    }
+
+    /// The object's checksums, fetched on its first read from the bucket;
+    /// `None` for an object written without them.
+    fn sums(&self) -> io::Result<Option<Arc<Sums>>> {
+        let s = &self.shared;
+        {
+            let o = s.objects.lock();
+            if let Some(sums) = o.sums.get(&self.name) {
+                return Ok(Some(sums.clone()));
+            }
+            if !o.summed.contains(&self.name) {
+                return Ok(None);
+            }
+        }
+        let what = s.remote.describe(&self.name);
+        let Some((bytes, _)) = s.remote.get(&sums::name_of(&self.name)).map_err(io::Error::other)? else {
+            return Err(self.corrupt(format!(
+                "object {what}: its checksums ({}) are gone from the bucket",
+                sums::SUFFIX
+            )));
+        };
+        let sums = Arc::new(Sums::decode(&bytes, &what).map_err(|e| self.corrupt(e.to_string()))?);
+        s.objects.lock().sums.insert(self.name.clone(), sums.clone());
+        Ok(Some(sums))
+    }
+
+    /// Checks bytes read from the bucket at `offset` (a multiple of the
+    /// checksum chunk) against the object's checksums.
+    fn check(&self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        let Some(sums) = self.sums()? else {
+            return Ok(());
+        };
+        let what = self.shared.remote.describe(&self.name);
+        sums.check_len(self.len)
+            .and_then(|()| sums.check(offset, bytes))
+            .map_err(|m| self.corrupt(format!("object {what}: {m}; it is not served")))
+    }
+
+    /// A read refused as corrupt: counted, a `corrupt` fault, and an error
+    /// naming the object.
+    fn corrupt(&self, msg: String) -> io::Error {
+        tracing::error!("{msg}");
+        self.shared.objects.lock().corrupt_reads += 1;
+        self.shared.faults.fail(FaultKind::Corrupt, msg.clone());
+        io::Error::new(io::ErrorKind::InvalidData, msg)
     }
 }
 
@@ -669,13 +851,26 @@ impl ObjectSource for BucketObject {
             return Ok(Bytes::new());
         }
         if !self.shared.cache.keeps_blocks() {
-            // No cache to fill: fetch just what was asked, not whole blocks
-            // (a point read of a few pages would otherwise cost megabytes).
-            return self
+            // No cache to fill: fetch what was asked, not whole blocks (a
+            // point read of a few pages would otherwise cost megabytes),
+            // rounded out to whole checksum chunks to be checked.
+            if self.sums()?.is_none() {
+                return self
+                    .shared
+                    .remote
+                    .get_range(&self.name, offset..end)
+                    .map_err(io::Error::other);
+            }
+            let from = offset - offset % sums::CHUNK;
+            let to = end.div_ceil(sums::CHUNK).saturating_mul(sums::CHUNK).min(self.len);
+            let bytes = self
                 .shared
                 .remote
-                .get_range(&self.name, offset..end)
-                .map_err(io::Error::other);
+                .get_range(&self.name, from..to)
+                .map_err(io::Error::other)?;
+            self.check(from, &bytes)?;
+            let at = (offset - from) as usize;
+            return Ok(bytes.slice(at..at + len));
         }
         let (first, last) = (offset / BLOCK, (end - 1) / BLOCK);
         if first == last {
@@ -715,6 +910,7 @@ mod tests {
             remote: RemoteConfig::default(),
             cache_dir: dir.join("cache"),
             cache_bytes,
+            read_only: false,
         };
         BucketStore::open_on(
             remote,
@@ -787,5 +983,88 @@ mod tests {
         assert_eq!(&s.get("spans/b.txt").unwrap()[..], b"text index");
         let st = s.object_storage_stats().unwrap();
         assert!(st.requests.get_requests > 0 && st.pending_uploads == 0, "{st:?}");
+    }
+
+    /// Replaces an object in the bucket behind the store's back.
+    fn overwrite(bucket: &object_store::memory::InMemory, name: &str, bytes: Vec<u8>) {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(object_store::ObjectStoreExt::put(
+            bucket,
+            &object_store::path::Path::from(format!("p/{name}")),
+            bytes.into(),
+        ))
+        .unwrap();
+    }
+
+    #[test]
+    fn bytes_changed_or_cut_in_the_bucket_are_errors_naming_the_object() {
+        for cache_bytes in [0, 8 << 20] {
+            let dir = tempfile::tempdir().unwrap();
+            let bucket = Arc::new(object_store::memory::InMemory::new());
+            let data: Vec<u8> = (0..2 * BLOCK as usize + 5000).map(|i| (i % 253) as u8).collect();
+            let s = store(dir.path(), bucket.clone(), cache_bytes);
+            s.put("spans/c.parquet", &data).unwrap();
+            s.put("spans/d.parquet", &data).unwrap();
+            assert!(s.wait_uploaded(Duration::from_secs(10)));
+            assert!(in_bucket(&s, "spans/c.parquet.sums"), "sums go up with their object");
+            assert_eq!(
+                s.list("spans").unwrap(),
+                vec!["spans/c.parquet", "spans/d.parquet"],
+                "sums are not listed"
+            );
+            drop(s);
+            std::fs::remove_dir_all(dir.path().join("cache")).unwrap();
+
+            let mut changed = data.clone();
+            changed[BLOCK as usize + 70_000] ^= 1;
+            overwrite(&bucket, "spans/c.parquet", changed);
+            overwrite(&bucket, "spans/d.parquet", data[..data.len() - 1].to_vec());
+            let faults = Arc::new(Faults::default());
+            let remote = Remote::over(bucket.clone(), "memory://test", "p".into()).unwrap();
+            let opts = ObjectStorageOptions {
+                remote: RemoteConfig::default(),
+                cache_dir: dir.path().join("cache"),
+                cache_bytes,
+                read_only: false,
+            };
+            let s = BucketStore::open_on(
+                remote,
+                &dir.path().join("parts"),
+                &["spans"],
+                &opts,
+                "me",
+                faults.clone(),
+                |_| false,
+            )
+            .unwrap();
+            let c = s.open("spans/c.parquet").unwrap();
+            assert_eq!(
+                &c.read_at(0, 1000).unwrap()[..],
+                &data[..1000],
+                "intact chunks still read"
+            );
+            let err = c.read_at(BLOCK + 65_000, 10_000).unwrap_err().to_string();
+            assert!(
+                err.contains("memory://test/spans/c.parquet") && err.contains("checksum"),
+                "{err}"
+            );
+            let d = s.open("spans/d.parquet").unwrap();
+            let err = d.read_at(0, 10).unwrap_err().to_string();
+            assert!(err.contains("spans/d.parquet") && err.contains("truncated"), "{err}");
+            assert_eq!(s.object_storage_stats().unwrap().corrupt_reads, 2);
+            assert!(faults.get(FaultKind::Corrupt).is_some(), "a corrupt fault");
+            // Never cached either: a second read is refused again.
+            assert!(c.read_at(BLOCK + 70_000, 10).is_err());
+        }
+    }
+
+    #[test]
+    fn sums_without_their_object_are_removed_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let bucket = Arc::new(object_store::memory::InMemory::new());
+        overwrite(&bucket, "spans/gone.parquet.sums", b"left by a crash".to_vec());
+        let s = store(dir.path(), bucket, 1 << 20);
+        assert!(s.wait_uploaded(Duration::from_secs(10)));
+        assert!(!in_bucket(&s, "spans/gone.parquet.sums"));
     }
 }

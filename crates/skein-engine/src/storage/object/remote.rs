@@ -222,30 +222,41 @@ impl Remote {
     /// whole or not at all (a single conditional PUT for small files, a
     /// multipart upload, completed only after its last part, for big ones).
     pub fn upload_file(&self, name: &str, file: &std::path::Path, len: u64) -> std::result::Result<(), PutError> {
+        let f = std::fs::File::open(file)
+            .map_err(|e| PutError::Failed(Error::io(format!("read {}", file.display()), e)))?;
+        self.upload_reader(name, len, f)
+    }
+
+    /// Uploads `len` bytes read from `reader` as `name`, atomically, as
+    /// [`Remote::upload_file`] does; never more than a part in memory.
+    pub fn upload_reader(
+        &self,
+        name: &str,
+        len: u64,
+        mut reader: impl std::io::Read + Send + 'static,
+    ) -> std::result::Result<(), PutError> {
         if len <= MULTIPART_THRESHOLD {
-            let bytes =
-                std::fs::read(file).map_err(|e| PutError::Failed(Error::io(format!("read {}", file.display()), e)))?;
+            let mut bytes = Vec::with_capacity(len as usize);
+            reader
+                .read_to_end(&mut bytes)
+                .map_err(|e| PutError::Failed(Error::io(format!("read the bytes for {}", self.describe(name)), e)))?;
             return self.put(name, Bytes::from(bytes), PutMode::Create).map(|_| ());
         }
         let store = self.store.clone();
         let path = self.path(name);
-        let file = file.to_path_buf();
         let res = self.run(async move {
-            use std::io::Read;
             let mut upload = store.put_multipart(&path).await?;
-            let mut f = std::fs::File::open(&file).map_err(|e| object_store::Error::Generic {
-                store: "skein",
-                source: Box::new(e),
-            })?;
             let mut sent = 0u64;
             loop {
                 let mut chunk = vec![0u8; MULTIPART_CHUNK];
                 let mut filled = 0;
                 while filled < chunk.len() {
-                    let n = f.read(&mut chunk[filled..]).map_err(|e| object_store::Error::Generic {
-                        store: "skein",
-                        source: Box::new(e),
-                    })?;
+                    let n = reader
+                        .read(&mut chunk[filled..])
+                        .map_err(|e| object_store::Error::Generic {
+                            store: "skein",
+                            source: Box::new(e),
+                        })?;
                     if n == 0 {
                         break;
                     }
