@@ -4,8 +4,8 @@
 //! account of how it answered.
 
 mod audit;
-mod erasures;
 mod backups;
+mod erasures;
 mod export;
 mod handlers;
 mod llm;

@@ -79,8 +79,9 @@ pub fn backup(ctx: &Ctx, a: &BackupArgs) -> CliResult<Exit> {
             serde_json::to_value(r?).unwrap_or(Value::Null)
         }
         None => {
-            // A backup takes as long as its bytes take: no request timeout.
-            let c = super::client::Client::new(&ctx.global.server, ctx.global.token.clone(), None)?;
+            // A backup takes as long as its bytes take: no request timeout
+            // (and --ca-cert, as every command).
+            let c = ctx.client(true)?;
             c.post_json(&["api", "v1", "backups"], &[], &json!({"to": a.to}))?
         }
     };
