@@ -1,7 +1,8 @@
 //! The audit log: every admin action — each request to a route that needs
 //! the `admin` scope (allowed or refused) and each token reload on SIGHUP
 //! — appended as one JSON line to `DATA_DIR/audit.log` (or
-//! `--audit-log FILE`), and readable at `GET /api/v1/audit` (admin).
+//! `--audit-log FILE`), and readable at `GET /api/v1/audit` (admin). What writes it from requests
+//! is `audit_layer`.
 //!
 //! A line: `{"time": RFC 3339, "who": token name (null: no tokens are
 //! set, or none was presented), "client": address, "action": "METHOD
@@ -16,20 +17,11 @@
 //! summarize with keys and ids only.
 
 use std::io::{BufRead, Seek, Write};
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::SystemTime;
 
-use axum::extract::{ConnectInfo, Request, State};
-use axum::http::header;
-use axum::middleware::Next;
-use axum::response::Response;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-
-use crate::app::App;
-use crate::auth::{Scope, required_scope, tokens};
 
 /// One line of the log.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -138,58 +130,6 @@ impl AuditLog {
         }
         Ok(out.into())
     }
-}
-
-/// Appends off the async threads; a failure is logged and counted (the
-/// action itself already happened).
-pub async fn record(app: &Arc<App>, e: Entry) {
-    let app2 = app.clone();
-    let r = tokio::task::spawn_blocking(move || app2.audit.append(&e)).await;
-    let err = match r {
-        Ok(Ok(())) => return,
-        Ok(Err(e)) => e.to_string(),
-        Err(e) => e.to_string(),
-    };
-    app.metrics.audit_failure();
-    tracing::error!("audit log {}: {err}", app.audit.path().display());
-}
-
-/// The middleware of the API router (outside the token check, so refused
-/// attempts are logged too): records every request to an admin route.
-pub async fn middleware(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
-    if required_scope(req.method(), req.uri().path(), app.config.metrics_public) != Some(Scope::Admin) {
-        return next.run(req).await;
-    }
-    let client = req
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip().to_string());
-    let who = app.tokens().and_then(|set| {
-        req.headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(tokens::bearer)
-            .and_then(|s| set.find(s).map(|t| t.name.clone()))
-    });
-    let action = format!("{} {}", req.method(), req.uri().path());
-    let resp = next.run(req).await;
-    let status = resp.status();
-    let outcome = if status.is_success() {
-        "ok"
-    } else if matches!(status.as_u16(), 401 | 403 | 429) {
-        "refused"
-    } else {
-        "error"
-    };
-    let mut e = Entry::now(action, outcome);
-    e.who = who;
-    e.client = client;
-    e.status = Some(status.as_u16());
-    if let Some(Summary(s)) = resp.extensions().get::<Summary>() {
-        e.summary = s.clone();
-    }
-    record(&app, e).await;
-    resp
 }
 
 #[cfg(test)]

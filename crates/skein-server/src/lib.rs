@@ -6,6 +6,7 @@ mod admission;
 pub mod api;
 pub mod app;
 pub mod audit;
+pub mod audit_layer;
 pub mod auth;
 pub mod body;
 pub mod config;

@@ -86,7 +86,10 @@ pub fn api_router_with_mcp(app: Arc<App>) -> Router {
     // are recorded too.
     api.merge(crate::mcp::transport::router(mcp, bind))
         .layer(axum::middleware::from_fn_with_state(app.clone(), crate::gate::require))
-        .layer(axum::middleware::from_fn_with_state(app, crate::audit::middleware))
+        .layer(axum::middleware::from_fn_with_state(
+            app,
+            crate::audit_layer::middleware,
+        ))
 }
 
 /// The router of the OTLP/HTTP port.
@@ -123,7 +126,7 @@ async fn reload_tokens_on_hangup(app: Arc<App>) {
                 }
             };
             entry.who = Some("SIGHUP".into());
-            crate::audit::record(&app, entry).await;
+            crate::audit_layer::record(&app, entry).await;
         }
     }
     #[cfg(not(unix))]
