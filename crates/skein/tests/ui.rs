@@ -131,6 +131,40 @@ fn every_page_shows_its_data_in_a_real_browser() {
     assert!(bad.text().unwrap().contains("parameter points"));
 }
 
+/// A server with tokens: the UI asks for one once per tab, every view and
+/// the live tail (a stream, which EventSource could not send a header
+/// with) use it, and a wrong one shows the API's refusal.
+#[test]
+fn with_tokens_the_page_asks_once_and_every_view_and_the_tail_use_the_token() {
+    let root = repo_root();
+    require_browser(&root);
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.toml");
+    std::fs::write(
+        &tokens,
+        "[[token]]\nname = \"collector\"\nsecret = \"ingest-secret\"\nscopes = [\"ingest\"]\n\n\
+         [[token]]\nname = \"browser\"\nsecret = \"read-secret\"\nscopes = [\"read\"]\n",
+    )
+    .unwrap();
+    let s = Server::start(&dir.path().join("data"), &["--auth-tokens", tokens.to_str().unwrap()]);
+    let out = browser(
+        &root,
+        &[
+            "auth",
+            "--api",
+            &s.api,
+            "--otlp",
+            &s.otlp_http,
+            "--token",
+            "read-secret",
+            "--ingest-token",
+            "ingest-secret",
+        ],
+        &s,
+    );
+    assert!(out.contains("auth: ok"), "{out}");
+}
+
 #[test]
 fn prometheus_keeps_its_metrics_and_browsers_get_the_page() {
     let dir = tempfile::tempdir().unwrap();

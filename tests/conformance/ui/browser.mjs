@@ -4,6 +4,8 @@
 //   node browser.mjs check --api URL --otlp URL        load the fixture, check every page
 //   node browser.mjs screenshots --api URL --otlp URL --out docs/ui
 //   node browser.mjs timings --api URL [--runs N]       per-view render times as JSON
+//   node browser.mjs auth --api URL --otlp URL --token READ --ingest-token INGEST
+//                                                      a server with tokens: the page asks once
 //
 // `check` fails (exit 1) on any console error, page error, dialog (a
 // script that ran from telemetry text), missing data or broken click
@@ -14,14 +16,14 @@ import { readFileSync } from 'node:fs';
 import { mkdirSync } from 'node:fs';
 import { join, extname } from 'node:path';
 import { chromium } from 'playwright-core';
-import { SESSION, XSS, load, sendLog } from './fixture.mjs';
+import { SESSION, XSS, load, sendLog, useIngestToken } from './fixture.mjs';
 
 const [mode, ...rest] = process.argv.slice(2);
 const opt = {};
 for (let i = 0; i < rest.length; i += 2) opt[rest[i].replace(/^--/, '')] = rest[i + 1];
 const API = opt.api;
-if (!API || !['check', 'screenshots', 'timings'].includes(mode)) {
-  console.error('usage: browser.mjs check|screenshots|timings --api URL [--otlp URL] [--out DIR] [--assets DIR] [--runs N]');
+if (!API || !['check', 'screenshots', 'timings', 'auth'].includes(mode)) {
+  console.error('usage: browser.mjs check|screenshots|timings|auth --api URL [--otlp URL] [--out DIR] [--assets DIR] [--runs N] [--token T --ingest-token T]');
   process.exit(2);
 }
 const CHROMIUM = opt.chromium || process.env.SKEIN_CHROMIUM || '/usr/bin/chromium';
@@ -38,7 +40,7 @@ function expect(cond, what) {
 
 const TYPES = { '.js': 'text/javascript', '.css': 'text/css', '.html': 'text/html', '.svg': 'image/svg+xml' };
 
-async function newPage(browser, { colorScheme = 'light' } = {}) {
+async function newPage(browser, { colorScheme = 'light', answer = null } = {}) {
   const context = await browser.newContext({ viewport: { width: 1440, height: 900 }, colorScheme, deviceScaleFactor: 1 });
   if (opt.assets) {
     await context.route('**/ui/**', (route) => {
@@ -55,7 +57,18 @@ async function newPage(browser, { colorScheme = 'light' } = {}) {
     fail(`console error on ${page.url()}: ${m.text()}`);
   });
   page.on('pageerror', (e) => fail(`page error on ${page.url()}: ${e.message}`));
-  page.on('dialog', async (d) => { fail(`a dialog opened (${d.type()}: ${d.message()}): telemetry text ran as script`); await d.dismiss(); });
+  // `answer`: the token prompt of a server with tokens is expected, and
+  // answered with it (counted in page.prompts); any other dialog fails.
+  page.prompts = 0;
+  page.on('dialog', async (d) => {
+    if (answer !== null && d.type() === 'prompt') {
+      page.prompts += 1;
+      await d.accept(answer);
+      return;
+    }
+    fail(`a dialog opened (${d.type()}: ${d.message()}): telemetry text ran as script`);
+    await d.dismiss();
+  });
   return page;
 }
 
@@ -285,6 +298,37 @@ async function screenshots(browser) {
   }
 }
 
+/**
+ * A server with tokens: the first API call asks for a token (once per
+ * tab), every view and the live tail then use it; a wrong token shows the
+ * API's refusal in the page.
+ */
+async function auth(browser) {
+  const page = await newPage(browser, { answer: opt.token });
+  // The page refuses the API's 401s as failed resources before the prompt.
+  page.allowHttpErrors = true;
+  await visit(page, '/', 'overview');
+  expect(page.prompts === 1, `the page asked for a token once (asked ${page.prompts} times)`);
+  expect((await text(page, '.services tbody')).includes('payments'), 'with the token, the overview shows the services');
+  await visit(page, '/traces?service=payments', 'traces');
+  expect(await page.locator('.traces tbody tr').count() > 0, 'with the token, traces are listed');
+  await visit(page, '/logs?service=checkout&live=1', 'logs');
+  await page.waitForFunction(() => document.querySelector('.card-actions [aria-live]').textContent === 'live', null, { timeout: 10000 })
+    .catch(() => fail('the live tail connects with the token'));
+  const marker = `tail with a token ${Date.now()}`;
+  await sendLog(opt.otlp, 'checkout', marker);
+  await page.waitForSelector(`.logs td:has-text("${marker}")`, { timeout: 10000 }).catch(() => fail('the live tail with a token shows a new log line'));
+  expect(page.prompts === 1, `the token is kept for the tab (asked ${page.prompts} times)`);
+  await page.context().close();
+
+  const wrong = await newPage(browser, { answer: 'not-a-token' });
+  wrong.allowHttpErrors = true;
+  await visit(wrong, '/', 'overview');
+  const shown = await text(wrong, '.error-box');
+  expect(/token/i.test(shown) && shown.includes('401'), `a wrong token shows the API's refusal: ${shown}`);
+  await wrong.context().close();
+}
+
 /** Each view loaded `runs` times from scratch: the median render time. */
 async function timings(browser) {
   const runs = Number(opt.runs || 5);
@@ -310,6 +354,7 @@ async function timings(browser) {
 
 const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
 try {
+  useIngestToken(opt['ingest-token']);
   if (opt.otlp && mode !== 'timings' && !opt['skip-load']) {
     const n = await load(opt.otlp);
     console.log(`fixture: ${JSON.stringify(n)}`);
@@ -319,6 +364,7 @@ try {
   }
   if (mode === 'check') await check(browser);
   else if (mode === 'screenshots') await screenshots(browser);
+  else if (mode === 'auth') await auth(browser);
   else await timings(browser);
 } catch (e) {
   fail(`${mode} stopped: ${e.stack || e}`);

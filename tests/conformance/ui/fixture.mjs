@@ -130,8 +130,17 @@ function group(list) {
   return [...by];
 }
 
+// The ingest token sent with every request (a server with tokens).
+let ingestToken = null;
+
+export function useIngestToken(token) {
+  ingestToken = token || null;
+}
+
 async function post(url, body) {
-  const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const headers = { 'content-type': 'application/json' };
+  if (ingestToken) headers.authorization = `Bearer ${ingestToken}`;
+  const r = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body) });
   const text = await r.text();
   if (!r.ok) throw new Error(`POST ${url}: ${r.status} ${text}`);
   const v = text ? JSON.parse(text) : {};

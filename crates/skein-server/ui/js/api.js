@@ -24,25 +24,25 @@ export function apiUrl(path, params) {
 // scope) and keeps it in session storage, for this tab only.
 const TOKEN_KEY = 'skein.token';
 
-function authHeaders() {
-  const t = sessionStorage.getItem(TOKEN_KEY);
-  return t ? { authorization: `Bearer ${t}` } : {};
-}
-
-async function request(path, params, signal, asked = false) {
+async function request(path, params, signal, asked = false, accept = 'application/json') {
   const url = apiUrl(path, params);
+  const sent = sessionStorage.getItem(TOKEN_KEY);
   let r;
   try {
-    r = await fetch(url, { signal, headers: { accept: 'application/json', ...authHeaders() } });
+    r = await fetch(url, { signal, headers: { accept, ...(sent ? { authorization: `Bearer ${sent}` } : {}) } });
   } catch (e) {
     if (e.name === 'AbortError') throw e;
     throw new ApiError(`The Skein API at ${location.origin} is unreachable (${e.message}). Is skein running?`, 0, 'unreachable');
   }
   if (r.status === 401 && !asked) {
+    // A view's requests go out together: the first refused asks, the
+    // others find its answer and try that.
+    const now = sessionStorage.getItem(TOKEN_KEY);
+    if (now && now !== sent) return request(path, params, signal, true, accept);
     const t = window.prompt('This Skein server needs a token with the read scope:');
     if (t) {
       sessionStorage.setItem(TOKEN_KEY, t.trim());
-      return request(path, params, signal, true);
+      return request(path, params, signal, true, accept);
     }
   }
   return r;
@@ -76,4 +76,45 @@ export async function payloadText(ref, signal) {
     throw new ApiError(msg, r.status, 'payload');
   }
   return text;
+}
+
+/**
+ * The server-sent events of `path`, as {event, data} objects (the first
+ * {event: 'open'} once the stream is open), until the
+ * stream ends or `signal` aborts. Read with fetch rather than EventSource,
+ * which cannot send the token header.
+ */
+export async function* events(path, params, signal) {
+  const r = await request(path, params, signal, false, 'text/event-stream');
+  if (!r.ok) {
+    let msg = `HTTP ${r.status} from ${path}`;
+    try { msg = JSON.parse(await r.text()).error.message; } catch { /* not JSON */ }
+    throw new ApiError(msg, r.status, 'stream');
+  }
+  // First a pseudo-event for the stream being open (headers in), as
+  // EventSource's `open`.
+  yield { event: 'open', data: '' };
+  const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += value.replace(/\r\n?/g, '\n');
+    let end;
+    while ((end = buf.indexOf('\n\n')) >= 0) {
+      const block = buf.slice(0, end);
+      buf = buf.slice(end + 2);
+      let event = 'message';
+      const data = [];
+      for (const line of block.split('\n')) {
+        if (line.startsWith(':')) continue;
+        const i = line.indexOf(':');
+        const field = i < 0 ? line : line.slice(0, i);
+        const v = i < 0 ? '' : line.slice(i + 1).replace(/^ /, '');
+        if (field === 'event') event = v;
+        else if (field === 'data') data.push(v);
+      }
+      if (data.length) yield { event, data: data.join('\n') };
+    }
+  }
 }

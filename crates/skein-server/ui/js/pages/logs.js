@@ -2,7 +2,7 @@
 // newest first (more by cursor), links to their traces, and a live tail
 // over the SSE API.
 
-import { get } from '../api.js';
+import { events, get } from '../api.js';
 import { stackedBars } from '../charts.js';
 import { card, empty, h, mount } from '../dom.js';
 import * as f from '../format.js';
@@ -85,10 +85,18 @@ function legend(hist) {
 }
 
 function row(l) {
-  const detail = h('tr', { class: 'log-detail hidden' }, h('td', { colspan: '5' }, kv([...Object.entries(l.attributes || {}), ...Object.entries(l.resource || {}).map(([k, v]) => [`resource.${k}`, v])])));
+  // The attributes table is built on the first open: a page holds hundreds
+  // of lines and few are opened.
+  const detail = h('tr', { class: 'log-detail hidden' }, h('td', { colspan: '5' }));
+  const toggle = () => {
+    if (!detail.firstChild.firstChild) {
+      mount(detail.firstChild, kv([...Object.entries(l.attributes || {}), ...Object.entries(l.resource || {}).map(([k, v]) => [`resource.${k}`, v])]));
+    }
+    detail.classList.toggle('hidden');
+  };
   const tr = h('tr', { class: ['log-row', `sev-row-${l.severity}`], 'data-row': '', tabindex: '0', onclick: (e) => {
-    if (!e.target.closest('a')) detail.classList.toggle('hidden');
-  }, onkeydown: (e) => { if (e.key === 'Enter') detail.classList.toggle('hidden'); } },
+    if (!e.target.closest('a')) toggle();
+  }, onkeydown: (e) => { if (e.key === 'Enter') toggle(); } },
   h('td', { class: 'mono nowrap muted', title: f.time(l.time_unix_nano) }, f.time(l.time_unix_nano).slice(5)),
   h('td', {}, sevBadge(l.severity)),
   h('td', { class: 'nowrap' }, l.service),
@@ -101,23 +109,31 @@ function appendRows(tbody, logs) {
   for (const l of logs) tbody.append(...row(l));
 }
 
-function startTail(tbody, filters, note, signal) {
-  const params = new URLSearchParams({ signal: 'logs' });
-  if (filters.service) params.set('service', filters.service);
-  if (filters.severity) params.set('severity', filters.severity);
-  const es = new EventSource(`/api/v1/tail?${params}`);
-  signal.addEventListener('abort', () => es.close());
+/** The live tail: the SSE stream of new lines, reconnecting after a drop. */
+async function startTail(tbody, filters, note, signal) {
+  const params = { signal: 'logs', service: filters.service, severity: filters.severity };
   note.textContent = 'connecting…';
-  es.addEventListener('open', () => { note.textContent = 'live'; });
-  es.addEventListener('error', () => { note.textContent = 'reconnecting…'; });
-  es.addEventListener('log', (e) => {
-    let l;
-    try { l = JSON.parse(e.data); } catch { return; }
-    if (filters.trace_id && l.trace_id !== filters.trace_id) return;
-    const [tr, detail] = row(l);
-    tr.classList.add('fresh');
-    tbody.prepend(tr, detail);
-    while (tbody.children.length > LIVE_MAX * 2) tbody.lastElementChild.remove();
-  });
-  es.addEventListener('lagged', (e) => { note.textContent = `skipped ${e.data} records (too many to show)`; });
+  while (!signal.aborted) {
+    try {
+      for await (const e of events('/api/v1/tail', params, signal)) {
+        if (e.event === 'open') note.textContent = 'live';
+        else if (e.event === 'log') addTailLine(tbody, filters, e.data);
+        else if (e.event === 'lagged') note.textContent = `skipped ${e.data} records (too many to show)`;
+      }
+    } catch (e) {
+      if (signal.aborted || e.name === 'AbortError') return;
+      note.textContent = e.status ? `tail: ${e.message}; retrying…` : 'reconnecting…';
+    }
+    await new Promise((done) => setTimeout(done, 1000));
+  }
+}
+
+function addTailLine(tbody, filters, data) {
+  let l;
+  try { l = JSON.parse(data); } catch { return; }
+  if (filters.trace_id && l.trace_id !== filters.trace_id) return;
+  const [tr, detail] = row(l);
+  tr.classList.add('fresh');
+  tbody.prepend(tr, detail);
+  while (tbody.children.length > LIVE_MAX * 2) tbody.lastElementChild.remove();
 }
