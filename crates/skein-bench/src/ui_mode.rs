@@ -34,6 +34,12 @@ pub struct UiArgs {
     /// Where BENCHMARKS.md and benchmarks.json go.
     #[arg(long, default_value = ".")]
     pub out: PathBuf,
+    /// Keep the server's data here (default: a temporary directory). A
+    /// directory that already holds the corpus is not loaded again, so a
+    /// view can be re-timed (or the server profiled) within the corpus's
+    /// hour without waiting for the load.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
 }
 
 /// Every view must show its data within this (issue #20).
@@ -83,6 +89,10 @@ fn load(server: &SkeinProcess, c: &AgentCorpus) -> Result<(), String> {
         post(&http, &format!("{}/v1/logs", server.otlp_http), body)?;
         l = end;
     }
+    for chunk in metric_points(c).chunks(2000) {
+        let body = skein_model::otlp::metrics_to_otlp(chunk).encode_to_vec();
+        post(&http, &format!("{}/v1/metrics", server.otlp_http), body)?;
+    }
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
         let stats: Value = http
@@ -98,6 +108,91 @@ fn load(server: &SkeinProcess, c: &AgentCorpus) -> Result<(), String> {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Services and routes of the metrics the bench sends.
+const METRIC_SERVICES: usize = 12;
+const METRIC_ROUTES: &[&str] = &["/", "/checkout", "/search", "/chat", "/api/items"];
+/// One point per series every this often over the corpus's hour.
+const METRIC_STEP_NS: u64 = 15_000_000_000;
+
+/// What the metrics view charts: per service and route, a cumulative
+/// request counter and a cumulative duration histogram, one point every
+/// 15 s over the corpus's hour (the agent corpus itself has no metrics).
+fn metric_points(c: &AgentCorpus) -> Vec<skein_model::MetricPoint> {
+    use skein_model::metric::{HistogramValue, MetricDesc, MetricKind, Number, PointValue, Temporality};
+    use skein_model::{KeyValue, MetricPoint, Resource};
+    use std::sync::Arc;
+    let cumulative = Temporality::Cumulative;
+    let requests = Arc::new(MetricDesc {
+        name: "http.server.requests".into(),
+        unit: "{request}".into(),
+        kind: MetricKind::Sum {
+            temporality: cumulative,
+            monotonic: true,
+        },
+        ..Default::default()
+    });
+    let duration = Arc::new(MetricDesc {
+        name: "http.server.duration".into(),
+        unit: "ms".into(),
+        kind: MetricKind::Histogram {
+            temporality: cumulative,
+        },
+        ..Default::default()
+    });
+    let bounds = vec![5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0];
+    let start = c.end_ns - skein_model::corpus::HOUR_NS;
+    let mut out = Vec::new();
+    for svc in 0..METRIC_SERVICES {
+        let resource = Arc::new(Resource::with_service(c.service_name(svc)));
+        for (r, route) in METRIC_ROUTES.iter().enumerate() {
+            let attributes = vec![KeyValue::new("http.route", *route)];
+            let (mut n, mut buckets) = (0u64, vec![0u64; bounds.len() + 1]);
+            let mut t = start + METRIC_STEP_NS;
+            while t <= c.end_ns {
+                let step = 50 + ((svc * 7 + r * 3) as u64 * (t / METRIC_STEP_NS)) % 40;
+                n += step;
+                for (i, b) in buckets.iter_mut().enumerate() {
+                    *b += step * (i as u64 + 1) / 36;
+                }
+                let base = MetricPoint {
+                    attributes: attributes.clone(),
+                    start_time_unix_nano: start,
+                    time_unix_nano: t,
+                    resource: resource.clone(),
+                    ..Default::default()
+                };
+                out.push(MetricPoint {
+                    metric: requests.clone(),
+                    value: PointValue::Number(Some(Number::Int(n as i64))),
+                    ..base.clone()
+                });
+                out.push(MetricPoint {
+                    metric: duration.clone(),
+                    value: PointValue::Histogram(HistogramValue {
+                        count: buckets.iter().sum(),
+                        sum: Some(n as f64 * 42.0),
+                        bucket_counts: buckets.clone(),
+                        explicit_bounds: bounds.clone(),
+                        min: None,
+                        max: None,
+                    }),
+                    ..base
+                });
+                t += METRIC_STEP_NS;
+            }
+        }
+    }
+    out
+}
+
+/// How many spans the server holds.
+fn stored_spans(server: &SkeinProcess) -> Result<u64, String> {
+    let stats: Value = reqwest::blocking::get(format!("{}/api/v1/stats", server.api))
+        .and_then(|r| r.json())
+        .map_err(|e| format!("stats: {e}"))?;
+    Ok(stats["spans"].as_u64().unwrap_or(0))
 }
 
 /// Runs the browser script's `timings` mode; its per-view figures.
@@ -130,9 +225,14 @@ fn timings(args: &UiArgs, api: &str) -> Result<Value, String> {
 pub fn run(args: &UiArgs) -> Result<(), String> {
     let machine = Machine::probe();
     let corpus = AgentCorpus::new(args.spans, now_ns());
-    let server = SkeinProcess::start(&args.skein_bin, &[])?;
+    let server = match &args.data_dir {
+        Some(dir) => SkeinProcess::start_at(&args.skein_bin, dir, &[])?,
+        None => SkeinProcess::start(&args.skein_bin, &[])?,
+    };
     let started = Instant::now();
-    load(&server, &corpus)?;
+    if stored_spans(&server)? < corpus.span_count() {
+        load(&server, &corpus)?;
+    }
     let load_s = started.elapsed().as_secs_f64();
     let views = timings(args, &server.api)?;
     server.stop()?;

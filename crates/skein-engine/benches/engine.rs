@@ -243,6 +243,50 @@ fn queries(c: &mut Criterion) {
     g.finish();
 }
 
+/// LLM queries on the agent corpus (`SKEIN_BENCH_SPANS` spans, default
+/// 1M): the session list, usage by model and one session, most data in
+/// parts and the newest 10% in the hot tier (as `skein-bench e2e` leaves
+/// it).
+fn llm_queries(c: &mut Criterion) {
+    use skein_engine::UsageGroupBy;
+    use skein_model::corpus::agent::AgentCorpus;
+    let spans: u64 = std::env::var("SKEIN_BENCH_SPANS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let corpus = AgentCorpus::new(spans, now);
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(EngineOptions::new(dir.path())).unwrap();
+    let batches = corpus.traces.div_ceil(200);
+    for b in 0..batches {
+        let end = ((b + 1) * 200).min(corpus.traces);
+        e.ingest_spans(corpus.spans(b * 200..end)).unwrap();
+        if b == batches * 9 / 10 {
+            e.flush().unwrap();
+            e.compact().unwrap();
+        }
+    }
+    let first = e.sessions(Window::ALL, 50, None).unwrap().0;
+    assert_eq!(first.sessions.len(), 50);
+    let id = first.sessions[7].session_id.clone();
+    let mut g = c.benchmark_group("llm");
+    g.sample_size(20);
+    g.bench_function("session_list_limit_50", |b| {
+        b.iter(|| assert_eq!(e.sessions(Window::ALL, 50, None).unwrap().0.sessions.len(), 50))
+    });
+    g.bench_function("usage_by_model", |b| {
+        b.iter(|| e.llm_usage(Window::ALL, UsageGroupBy::Model, false).unwrap())
+    });
+    g.bench_function("one_session", |b| {
+        b.iter(|| assert!(e.session(&id, Window::ALL).unwrap().is_some()))
+    });
+    g.finish();
+}
+
 criterion_group!(
     benches,
     codec_batch,
@@ -250,6 +294,7 @@ criterion_group!(
     part_write,
     compaction,
     ingest,
-    queries
+    queries,
+    llm_queries
 );
 criterion_main!(benches);
