@@ -455,6 +455,11 @@ fn every_api_route_answers_its_documented_shape() {
         ("get", "/api/v1/openapi.json", "/api/v1/openapi.json"),
         ("post", "/api/v1/backups", "/api/v1/backups"),
         ("post", "/api/v1/sql", "/api/v1/sql"),
+        ("get", "/api/v1/audit", "/api/v1/audit"),
+        // Last: an erasure (of a trace no other request reads), then its
+        // receipt by the id it answered.
+        ("post", "/api/v1/erasures", "/api/v1/erasures"),
+        ("get", "/api/v1/erasures/{id}", "/api/v1/erasures/{id}"),
     ];
     let doc = s.get_json("/api/v1/openapi.json");
     let mut documented: Vec<(String, String)> = Vec::new();
@@ -470,12 +475,21 @@ fn every_api_route_answers_its_documented_shape() {
     assert_eq!(called, documented, "this test calls exactly the documented routes");
     // In the order above: the POST comes after the span searches, and
     // stores a span of another service.
-    let mut answers = std::collections::BTreeMap::new();
+    let mut answers: std::collections::BTreeMap<String, serde_json::Value> = std::collections::BTreeMap::new();
     for &(method, path, url) in requests {
         let op = &doc["paths"][path][method];
         let description = op["responses"]["200"]["description"].as_str().unwrap();
         let r = match method {
+            "get" if path == "/api/v1/erasures/{id}" => {
+                let id = answers["POST /api/v1/erasures"]["id"].as_str().unwrap().to_string();
+                http.get(format!("{}/api/v1/erasures/{id}", s.api)).send().unwrap()
+            }
             "get" => http.get(format!("{}{url}", s.api)).send().unwrap(),
+            "post" if path == "/api/v1/erasures" => http
+                .post(format!("{}{url}", s.api))
+                .json(&serde_json::json!({"trace_id": "000000000000000000000000000000ff"}))
+                .send()
+                .unwrap(),
             "post" if path == "/api/v1/scores" => http
                 .post(format!("{}{url}", s.api))
                 .json(
@@ -491,7 +505,7 @@ fn every_api_route_answers_its_documented_shape() {
                 .unwrap(),
             "post" if path == "/api/v1/sql" => http
                 .post(format!("{}{url}", s.api))
-                .json(&serde_json::json!({"query": "SELECT count(*) AS n FROM spans WHERE service = 'svc'"}))
+                .json(&serde_json::json!({"query": "SELECT count(*) AS n FROM spans WHERE service_name = 'svc'"}))
                 .send()
                 .unwrap(),
             "post" => http
