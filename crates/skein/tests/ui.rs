@@ -118,6 +118,36 @@ fn every_page_shows_its_data_in_a_real_browser() {
         logs["severities"].get("info").is_none(),
         "severity=warn leaves info out: {logs}"
     );
+    // With a search's filters, the histogram counts the lines that search
+    // finds: full text, body substring, attributes, a trace.
+    let total = |v: &serde_json::Value| v["severities"].as_object().unwrap().values().map(sum).sum::<u64>();
+    let failed = s.get_json("/api/v1/series/logs?last=2h&text=processor%20AND%20timeout");
+    assert_eq!(sum(&failed["severities"]["error"]), 30, "{failed}");
+    assert_eq!(total(&failed), 30, "only the failed charges: {failed}");
+    let one_trace = s.get_json("/api/v1/logs?last=2h&limit=1&service=payments&severity=error");
+    let tid = one_trace["logs"][0]["trace_id"].as_str().unwrap().to_string();
+    for filters in [
+        "text=idempotency".to_string(),
+        "text=order%20NOT%20charge".to_string(),
+        "q=card%20processor".to_string(),
+        "attr.payment.provider=acme-pay-eu".to_string(),
+        "service=checkout&text=placed".to_string(),
+        format!("trace_id={tid}"),
+        "text=nowhere-to-be-found".to_string(),
+    ] {
+        let hist = s.get_json(&format!("/api/v1/series/logs?last=2h&points=30&{filters}"));
+        let list = s.get_json(&format!("/api/v1/logs?last=2h&limit=10000&{filters}"));
+        let lines = list["logs"].as_array().unwrap().len() as u64;
+        assert!(
+            lines > 0 || filters.contains("nowhere"),
+            "{filters} finds lines: {list}"
+        );
+        assert_eq!(
+            total(&hist),
+            lines,
+            "{filters}: the histogram counts the search's lines: {hist}"
+        );
+    }
     let names = s.get_json("/api/v1/metrics/names");
     let names: Vec<&str> = names["metrics"]
         .as_array()

@@ -473,19 +473,33 @@ impl Engine {
 
     pub fn search_logs(&self, q: &LogQuery) -> Result<SearchResult<LogRecord>> {
         let state = self.state();
+        let q = self.prepared_log_query(&state, q);
+        search::search(&state.sources::<LogRecord>(), &q)
+    }
+
+    /// Calls `f` with every log matching `q` (its limit and cursor aside),
+    /// in no particular order (see [`search::visit_matches`]).
+    pub fn visit_logs(&self, q: &LogQuery, f: &mut dyn FnMut(&LogRecord)) -> Result<Explain> {
+        let state = self.state();
+        let q = self.prepared_log_query(&state, q);
+        search::visit_matches(&state.sources::<LogRecord>(), &q, f)
+    }
+
+    /// `q` as the engine runs it: within retention's line, and with a
+    /// payload reader when it has text predicates (a value stored as a
+    /// payload is searched in its own text).
+    fn prepared_log_query(&self, state: &State, q: &LogQuery) -> LogQuery {
         let window = self.live(Signal::Logs, q.window);
-        // A value stored as a payload is searched in its own text.
         let wants_text = q.body_contains.is_some() || q.text.is_some();
         let payload_text = match (wants_text, &q.payload_text) {
-            (true, None) => Some(self.payload_reader(&state)),
+            (true, None) => Some(self.payload_reader(state)),
             _ => None,
         };
-        let q = LogQuery {
+        LogQuery {
             window,
             payload_text: payload_text.or_else(|| q.payload_text.clone()),
             ..q.clone()
-        };
-        search::search(&state.sources::<LogRecord>(), &q)
+        }
     }
 
     /// The fragments of `record` that match `query`, with the matched

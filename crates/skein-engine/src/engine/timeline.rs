@@ -6,7 +6,7 @@ use super::Engine;
 use crate::error::Result;
 use crate::query::diagnose::series::Buckets;
 use crate::query::timeline::{self, BandCounts, MetricName, ServiceSeries};
-use crate::query::{Explain, Window};
+use crate::query::{Explain, LogQuery, Window};
 use crate::record::Signal;
 
 impl Engine {
@@ -38,23 +38,32 @@ impl Engine {
     }
 
     /// Log counts per severity band in at most `points` whole-minute
-    /// buckets covering `w`.
-    pub fn log_series(
-        &self,
-        w: Window,
-        points: usize,
-        service: Option<&str>,
-        min_severity: Option<i32>,
-    ) -> Result<(Buckets, BandCounts, Explain)> {
-        let mut ex = Explain::new(Signal::Logs);
-        let b = timeline::buckets(w, points);
-        let mut r = timeline::log_series(&self.state().sources::<LogRecord>(), b, service, min_severity, &mut ex)?;
+    /// buckets covering `q.window`, of the logs that match `q` (its limit
+    /// and cursor aside). A query of service and severity alone is counted
+    /// from three narrow columns; any other filter (text, body, trace,
+    /// attributes) visits its matches, narrowed by the same indexes as a
+    /// search and each re-checked, so the histogram counts exactly the
+    /// lines a search with the same filters would page through.
+    pub fn log_series(&self, q: &LogQuery, points: usize) -> Result<(Buckets, BandCounts, Explain)> {
+        let b = timeline::buckets(q.window, points);
+        let mut r = if timeline::is_service_and_severity_only(q) {
+            let mut ex = Explain::new(Signal::Logs);
+            let sources = self.state().sources::<LogRecord>();
+            let r = timeline::log_series(&sources, b, q.service.as_deref(), q.min_severity, &mut ex)?;
+            (r, ex)
+        } else {
+            // The search's own preparation: retention's line and the
+            // payload reader for text predicates.
+            let mut counts = timeline::BandCounter::new(b);
+            let ex = self.visit_logs(q, &mut |l| counts.add(l.effective_time(), l.severity_number))?;
+            (counts.finish(), ex)
+        };
         let expired = expired_buckets(&b, self.inner.floor(Signal::Logs));
-        for v in r.values_mut() {
+        for v in r.0.values_mut() {
             v.iter_mut().take(expired).for_each(|x| *x = 0);
         }
-        r.retain(|_, v| v.iter().any(|n| *n > 0));
-        Ok((b, r, ex))
+        r.0.retain(|_, v| v.iter().any(|n| *n > 0));
+        Ok((b, r.0, r.1))
     }
 
     /// The metric names with points in `w`.

@@ -588,6 +588,50 @@ pub fn search<R: Columnar, Q: RecordQuery<R>>(sources: &[Source<R>], q: &Q) -> R
     })
 }
 
+/// Calls `f` with every record of `sources` that matches `q` (its limit and
+/// cursor aside), in no particular order: for counting matches, where
+/// [`search`]'s newest-first merge is wasted work. Sources are narrowed by
+/// the same indexes and every candidate is re-checked by `q.matches`;
+/// memory is one chunk of decoded rows at a time, never the matches.
+///
+/// Records are visited as stored: a span replaced by a newer version in a
+/// newer source would be visited twice, so this is for logs and metric
+/// points, which are keyed by their content and have no versions.
+pub fn visit_matches<R: Columnar, Q: RecordQuery<R>>(
+    sources: &[Source<R>],
+    q: &Q,
+    f: &mut dyn FnMut(&R),
+) -> Result<Explain> {
+    debug_assert!(R::SIGNAL != Signal::Spans, "spans have versions: use search");
+    if q.text().is_some() {
+        for s in sources {
+            if let Source::Mem(m) = s {
+                MemTable::catch_up_text(m, q.payload_text());
+            }
+        }
+    }
+    let mut indexes = Vec::new();
+    let mut explain = Explain::new(R::SIGNAL);
+    for (i, s) in sources.iter().enumerate() {
+        let stream = match s {
+            Source::Mem(m) => Some(Stream::mem(m.clone(), q, &mut indexes)),
+            Source::Part(p) => Stream::part(p.clone(), q, &mut indexes),
+        };
+        let Some(mut stream) = stream else { continue };
+        while stream.head().is_some() {
+            stream.fill(i, q)?;
+            for hit in stream.buffer.drain(..) {
+                f(&hit.record);
+            }
+        }
+        explain.add(stream.explain);
+    }
+    indexes.sort();
+    indexes.dedup();
+    explain.index_used = indexes;
+    Ok(explain)
+}
+
 /// How many rows [`trace_records`] would look at for `trace`, from the
 /// indexes alone (replaced versions included, so never less than the
 /// records it returns).

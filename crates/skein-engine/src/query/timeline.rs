@@ -17,6 +17,7 @@ use skein_model::{LogRecord, MetricPoint, Span};
 use super::aggregate::scan_log_rows;
 use super::diagnose::series::{Bucket, Buckets, op_series};
 use super::explain::{Explain, SourceExplain};
+use super::filter::LogQuery;
 use super::search::Source;
 use super::shadow::ShadowCache;
 use super::sketch::Sketch;
@@ -91,6 +92,58 @@ fn quantile(s: &Sketch, q: f64) -> u64 {
 /// per bucket.
 pub type BandCounts = BTreeMap<&'static str, Vec<u64>>;
 
+/// Counts logs into severity bands and buckets, one at a time.
+pub struct BandCounter {
+    buckets: Buckets,
+    window: Window,
+    by: BandCounts,
+}
+
+impl BandCounter {
+    pub fn new(buckets: Buckets) -> Self {
+        BandCounter {
+            buckets,
+            window: buckets.window(),
+            by: BandCounts::new(),
+        }
+    }
+
+    /// Counts a log at `time` of severity `sev` (nothing outside the
+    /// buckets' window).
+    pub fn add(&mut self, time: u64, sev: i32) {
+        if !self.window.contains(time) {
+            return;
+        }
+        if let Some(i) = self.buckets.of_minute(minute_of(time)) {
+            let count = self.buckets.count;
+            self.by.entry(severity_band(sev)).or_insert_with(|| vec![0; count])[i] += 1;
+        }
+    }
+
+    pub fn finish(self) -> BandCounts {
+        self.by
+    }
+}
+
+/// Does `q` filter by nothing but service and minimum severity (so its
+/// series can be counted from those columns alone, by [`log_series`])?
+pub fn is_service_and_severity_only(q: &LogQuery) -> bool {
+    let LogQuery {
+        service: _,
+        min_severity: _,
+        trace_id,
+        span_id,
+        body_contains,
+        attributes,
+        text,
+        window: _,
+        limit: _,
+        cursor: _,
+        payload_text: _,
+    } = q;
+    trace_id.is_none() && span_id.is_none() && body_contains.is_none() && attributes.is_empty() && text.is_none()
+}
+
 /// Log counts per severity band (trace … fatal, unspecified): one count per
 /// bucket for each band that has any.
 pub fn log_series(
@@ -101,13 +154,10 @@ pub fn log_series(
     explain: &mut Explain,
 ) -> Result<BandCounts> {
     let w = buckets.window();
-    let mut by = BandCounts::new();
+    let mut by = BandCounter::new(buckets);
     let mut add = |t: u64, svc: &str, sev: i32| {
-        if !w.contains(t) || service.is_some_and(|v| v != svc) || min_severity.is_some_and(|m| sev < m) {
-            return;
-        }
-        if let Some(i) = buckets.of_minute(minute_of(t)) {
-            by.entry(severity_band(sev)).or_insert_with(|| vec![0; buckets.count])[i] += 1;
+        if service.is_none_or(|v| v == svc) && min_severity.is_none_or(|m| sev >= m) {
+            by.add(t, sev);
         }
     };
     for s in sources {
@@ -136,7 +186,7 @@ pub fn log_series(
             }
         }
     }
-    Ok(by)
+    Ok(by.finish())
 }
 
 /// A metric name and how many points of it are stored (in sources that

@@ -257,6 +257,18 @@ pub async fn search_spans(State(app): State<Arc<App>>, Query(q): Q) -> Result<Js
 pub(super) fn log_query(p: &mut Params) -> Result<LogQuery, ApiError> {
     let window = p.window()?.unwrap_or_default();
     Ok(LogQuery {
+        window,
+        limit: p.limit(100, 10_000)?,
+        cursor: cursor(p)?,
+        ..log_filters(p)?
+    })
+}
+
+/// A log search's filters (`service`, `severity`, `trace_id`, `span_id`,
+/// `body_contains` or `q`, attributes, `text`): its window, limit and
+/// cursor left to the caller.
+pub(super) fn log_filters(p: &mut Params) -> Result<LogQuery, ApiError> {
+    Ok(LogQuery {
         service: p.get("service"),
         min_severity: p.parse("severity", |v| {
             skein_model::log::parse_severity(v)
@@ -269,10 +281,7 @@ pub(super) fn log_query(p: &mut Params) -> Result<LogQuery, ApiError> {
         body_contains: p.get("body_contains").or(p.get("q")),
         attributes: p.attributes(),
         text: text_param(p)?,
-        window,
-        limit: p.limit(100, 10_000)?,
-        cursor: cursor(p)?,
-        payload_text: None,
+        ..Default::default()
     })
 }
 

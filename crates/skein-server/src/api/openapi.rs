@@ -180,9 +180,17 @@ pub fn spec() -> Value {
             "/api/v1/metrics": {"get": op("Search metric points, newest first.", metrics, "{points: [...], next_cursor}")},
             "/api/v1/metrics/names": {"get": op("The metric names with points in the window, and how many points each (from part statistics: a part that straddles the window counts whole).", window(), "{window, metrics: [{name, points}]}")},
             "/api/v1/series/services": {"get": op("Per service, spans, errors and p95 duration in whole-minute buckets over the window (default last=1h): for rate, error-rate and latency charts.", series_params(), "{window, step_ns, times_unix_nano: [...], services: [{service, spans: [...], errors: [...], p95_ns: [...]}]}")},
-            "/api/v1/series/logs": {"get": op("Log counts per severity band in whole-minute buckets over the window (default last=1h): a severity histogram.", {
+            "/api/v1/series/logs": {"get": op("Log counts per severity band in whole-minute buckets over the window (default last=1h): a severity histogram of the logs that a search with the same filters finds (service, severity, trace_id, span_id, body_contains or q, attributes, text).", {
                 let mut v = series_params();
-                v.push(param("severity", "Minimum severity: trace, debug, info, warn, error, fatal, or 0-24."));
+                v.extend([
+                    param("severity", "Minimum severity: trace, debug, info, warn, error, fatal, or 0-24."),
+                    param("trace_id", "Logs of this trace."),
+                    param("span_id", "Logs of this span."),
+                    param("body_contains", "Case-insensitive substring of the body."),
+                    param("q", "Alias of body_contains."),
+                    text_param(),
+                ]);
+                v.extend(attr_params());
                 v
             }, "{window, step_ns, times_unix_nano: [...], severities: {band: [count per bucket]}}")},
             "/api/v1/services": {"get": op("Every service: spans, traces, errors, error rate, p50/p95/p99, rate.", agg.clone(), "{window, services: [...]}")},

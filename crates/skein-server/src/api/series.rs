@@ -1,6 +1,7 @@
 //! Time series for charts: `/api/v1/series/services` (per service: spans,
 //! errors and p95 per bucket), `/api/v1/series/logs` (log counts per
-//! severity band per bucket) and `/api/v1/metrics/names` (the metric
+//! severity band per bucket, of the logs a search with the same filters
+//! finds) and `/api/v1/metrics/names` (the metric
 //! catalogue). The web UI's sparklines, severity histogram and metric
 //! picker read them; they are as public as the rest of the API.
 
@@ -8,9 +9,9 @@ use std::sync::Arc;
 
 use axum::extract::{Query, State};
 use serde_json::{Value, json};
-use skein_engine::Buckets;
+use skein_engine::{Buckets, LogQuery};
 
-use super::handlers::{Q, window_json, window_param, with_explain};
+use super::handlers::{Q, log_filters, window_json, window_param, with_explain};
 use super::params::Params;
 use super::{ApiError, ApiResult, blocking};
 use crate::app::App;
@@ -58,17 +59,18 @@ pub async fn services(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
 
 pub async fn logs(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
     let mut p = Params::new(q);
-    let w = window_param(&mut p, Some("1h"))?;
+    let window = window_param(&mut p, Some("1h"))?;
     let points = points(&mut p)?;
-    let service = p.get("service");
-    let severity = p.parse("severity", |v| {
-        skein_model::log::parse_severity(v)
-            .ok_or_else(|| "must be trace, debug, info, warn, error, fatal or 0-24".to_string())
-    })?;
+    // The filters of a log search, so the histogram counts what the list
+    // below it pages through.
+    let q = LogQuery {
+        window,
+        ..log_filters(&mut p)?
+    };
     let explain = p.flag("explain")?;
     p.finish()?;
     blocking(&app, "series_logs", move |e| {
-        let (b, by, ex) = e.log_series(w, points, service.as_deref(), severity)?;
+        let (b, by, ex) = e.log_series(&q, points)?;
         let mut v = axis(b);
         v["severities"] = serde_json::to_value(by).map_err(|e| ApiError::internal(e.to_string()))?;
         Ok(with_explain(v, explain, &ex))

@@ -22,7 +22,8 @@ export async function render(root, { signal }) {
   const attrs = attrParams(q);
   const [services, hist, page] = await Promise.all([
     get('/api/v1/services', w.params, signal).catch(() => ({ services: [] })),
-    get('/api/v1/series/logs', { ...w.params, service: filters.service, severity: filters.severity, points: 60 }, signal),
+    // The histogram counts what the list pages through: the same filters.
+    get('/api/v1/series/logs', { ...w.params, ...filters, ...attrs, points: 60 }, signal),
     get('/api/v1/logs', { ...w.params, ...filters, ...attrs, limit: 200 }, signal),
   ]);
   const live = q.get('live') === '1';
