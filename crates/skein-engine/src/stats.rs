@@ -28,15 +28,20 @@ pub struct OpStats {
     pub minutes: Vec<MinuteStats>,
 }
 
-/// One minute of one operation: spans started in it, errors among them,
-/// and their durations as [`coarse`] values (within 6.25%), which keeps a
-/// minute to a few dozen buckets.
+/// One minute of one operation: spans started in it, errors and roots
+/// among them, the longest duration exactly, and the durations as
+/// [`coarse`] values (within 6.25%), which keeps a minute to a few dozen
+/// buckets. Change detection reads them, and so do aggregations over a
+/// window that cuts through the part (its whole minutes).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct MinuteStats {
     /// Minutes since the Unix epoch.
     pub minute: u32,
     pub count: u32,
     pub errors: u32,
+    pub roots: u32,
+    /// The longest duration, exact (the sketch's own maximum is coarse).
+    pub max_ns: u64,
     pub durations: Sketch,
 }
 
@@ -50,7 +55,7 @@ pub fn minute_of(t: u64) -> u32 {
 impl MinuteStats {
     /// Counts one span into the minute list `minutes` (ascending). Spans
     /// mostly arrive in time order, so the last minute is tried first.
-    pub fn add(minutes: &mut Vec<MinuteStats>, start_time: u64, duration_ns: u64, error: bool) {
+    pub fn add(minutes: &mut Vec<MinuteStats>, start_time: u64, duration_ns: u64, error: bool, root: bool) {
         let minute = minute_of(start_time);
         let pos = match minutes.last() {
             Some(m) if m.minute == minute => minutes.len() - 1,
@@ -73,6 +78,8 @@ impl MinuteStats {
         let m = &mut minutes[pos];
         m.count = m.count.saturating_add(1);
         m.errors = m.errors.saturating_add(error as u32);
+        m.roots = m.roots.saturating_add(root as u32);
+        m.max_ns = m.max_ns.max(duration_ns);
         m.durations.add(coarse(duration_ns));
     }
 
@@ -89,6 +96,12 @@ impl MinuteStats {
 pub struct ServiceStats {
     pub service: String,
     pub traces: u64,
+    /// `(minute, n)`, ascending: `n` distinct traces have a span of this
+    /// service starting in that minute. A window of whole minutes counts
+    /// the traces it holds from them, a trace whose spans fall in several
+    /// minutes once per minute (never fewer than the distinct traces, and
+    /// never more than the spans).
+    pub trace_minutes: Vec<(u32, u32)>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -119,11 +132,15 @@ struct ServiceBuilder {
     /// Span name → stats, with the durations in a builder until a snapshot.
     ops: FastMap<String, (OpStats, SketchBuilder)>,
     traces: FastSet<u128>,
+    /// (trace, minute) of every span of this service.
+    trace_minutes: FastSet<(u128, u32)>,
 }
 
 impl ServiceBuilder {
     fn add(&mut self, service_name: &str, s: &skein_model::Span) {
-        self.traces.insert(s.trace_id.as_u128());
+        let trace = s.trace_id.as_u128();
+        self.traces.insert(trace);
+        self.trace_minutes.insert((trace, minute_of(s.start_time_unix_nano)));
         let (op, durations) = match self.ops.get_mut(&s.name) {
             Some(op) => op,
             None => {
@@ -143,7 +160,24 @@ impl ServiceBuilder {
             op.roots += 1;
         }
         durations.add(s.duration_ns());
-        MinuteStats::add(&mut op.minutes, s.start_time_unix_nano, s.duration_ns(), s.is_error());
+        MinuteStats::add(
+            &mut op.minutes,
+            s.start_time_unix_nano,
+            s.duration_ns(),
+            s.is_error(),
+            s.is_root(),
+        );
+    }
+}
+
+impl ServiceBuilder {
+    /// Distinct traces per minute, ascending.
+    fn trace_minutes(&self) -> Vec<(u32, u32)> {
+        let mut by: std::collections::BTreeMap<u32, u32> = std::collections::BTreeMap::new();
+        for &(_, minute) in &self.trace_minutes {
+            *by.entry(minute).or_default() += 1;
+        }
+        by.into_iter().collect()
     }
 }
 
@@ -191,6 +225,7 @@ impl StatsBuilder {
             .map(|(service, b)| ServiceStats {
                 service: service.clone(),
                 traces: b.traces.len() as u64,
+                trace_minutes: b.trace_minutes(),
             })
             .collect();
         services.sort_by(|a, b| a.service.cmp(&b.service));

@@ -297,13 +297,14 @@ impl PartIndex {
 
 // ------------------------------------------------------------ persistence
 
-/// The sidecar file: `SKEINIDX`, version 3, zstd postcard of [`Wire`]
+/// The sidecar file: `SKEINIDX`, version 4, zstd postcard of [`Wire`]
 /// (version 1 had no payload references, version 2 no per-minute
-/// operation statistics; such a sidecar is rebuilt from its part, as a
-/// damaged one is).
+/// operation statistics, version 3 no per-minute roots, exact maxima or
+/// trace counts; such a sidecar is rebuilt from its part, as a damaged one
+/// is).
 pub const SIDECAR: Envelope = Envelope {
     magic: b"SKEINIDX",
-    version: 3,
+    version: 4,
     what: "part index",
     max_body: 1 << 31,
 };
@@ -539,13 +540,13 @@ mod tests {
             let back = decode(&encode(&ix, INDEX_ZSTD_LEVEL).unwrap()).unwrap();
             assert_eq!(exercise(&back), exercise(&ix));
         }
-        let err = decode(b"SKEINIDX\x03\0\0\0\0\0\0\0junk").unwrap_err();
+        let err = decode(b"SKEINIDX\x04\0\0\0\0\0\0\0junk").unwrap_err();
         assert!(err.to_string().contains("checksum mismatch"), "{err}");
         // A sidecar of the previous version is refused (and so rebuilt
         // from its part when the part opens).
-        let old = Envelope { version: 2, ..SIDECAR }.seal(b"", 1).unwrap();
+        let old = Envelope { version: 3, ..SIDECAR }.seal(b"", 1).unwrap();
         let err = decode(&old).unwrap_err();
-        assert!(err.to_string().contains("version 2 (expected 3)"), "{err}");
+        assert!(err.to_string().contains("version 3 (expected 4)"), "{err}");
     }
 
     /// The payloads a part's rows refer to are in its index, sorted, and

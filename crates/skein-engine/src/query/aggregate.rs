@@ -2,11 +2,16 @@
 //! operations, and the summary an agent reads first.
 //!
 //! Parts wholly inside the window answer from their pre-aggregated
-//! statistics; parts that straddle it are scanned through a handful of
-//! narrow columns (never the JSON ones); the hot tier is scanned in memory.
-//! Percentiles come from mergeable sketches (±1% relative). Trace counts are
-//! exact per source and summed, so a trace split across two parts counts in
-//! both until compaction merges them.
+//! statistics. A span part that straddles it answers its whole minutes
+//! inside the window from its per-minute statistics (durations rounded to
+//! within 6.25%) and scans the partial minutes at the edges through a
+//! handful of narrow columns (never the JSON ones), so a window costs its
+//! minutes, not its rows; other straddling parts are scanned; the hot tier
+//! is scanned in memory. Percentiles come from mergeable sketches (±1%
+//! relative, ±6.25% over per-minute statistics); counts and maxima are
+//! exact. Trace counts are exact per source (per minute over per-minute
+//! statistics) and summed, so a trace split across two parts counts in both
+//! until compaction merges them.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -28,7 +33,7 @@ use crate::error::Result;
 use crate::part::Part;
 use crate::part::columns::SPAN_SUMMARY_COLUMNS;
 use crate::record::Record;
-use crate::stats::{OpStats, PartStats, series_id};
+use crate::stats::{NS_PER_MINUTE, OpStats, PartStats, minute_of, series_id};
 
 /// Health of one service over a window.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -184,6 +189,17 @@ fn gather_spans(
                     ex.pruned = Some("answered from part statistics".into());
                     explain.parts_from_stats += 1;
                     add_span_stats(&mut agg, &p.index.stats, service, p.meta.min_time, p.meta.max_time);
+                } else if let Some(inner) = whole_minutes(w, p).filter(|_| shadowed.is_empty()) {
+                    // The window cuts through the part: its whole minutes
+                    // from the per-minute statistics, the partial minutes
+                    // at the window's edges scanned.
+                    ex.pruned = Some(MINUTES_FROM_STATS.into());
+                    add_minute_stats(&mut agg, p, inner, service);
+                    for edge in [Window::new(w.start, inner.start), Window::new(inner.end, w.end)] {
+                        if edge.start < edge.end && !p.misses(edge) {
+                            scan_part_spans(p, edge, service, shadowed, &mut agg, &mut ex)?;
+                        }
+                    }
                 } else {
                     scan_part_spans(p, w, service, shadowed, &mut agg, &mut ex)?;
                 }
@@ -209,6 +225,68 @@ fn add_span_stats(agg: &mut SpanAgg, stats: &PartStats, service: Option<&str>, m
     }
     agg.min_time = agg.min_time.min(min);
     agg.max_time = agg.max_time.max(max);
+}
+
+/// How `explain` names a part cut by the window whose whole minutes were
+/// answered from its per-minute statistics.
+pub const MINUTES_FROM_STATS: &str = "whole minutes answered from part statistics, edges scanned";
+
+/// The whole minutes of `w` that hold rows of `p`, as a window on minute
+/// boundaries inside `w` (an open end takes every minute of the part);
+/// `None` when `w` holds no whole minute.
+fn whole_minutes(w: Window, p: &Part) -> Option<Window> {
+    let start = w.start.div_ceil(NS_PER_MINUTE).checked_mul(NS_PER_MINUTE)?;
+    let end = if w.end == u64::MAX {
+        (p.meta.max_time / NS_PER_MINUTE + 1).saturating_mul(NS_PER_MINUTE)
+    } else {
+        w.end / NS_PER_MINUTE * NS_PER_MINUTE
+    };
+    (start < end).then(|| Window::new(start, end))
+}
+
+/// Adds `p`'s per-minute statistics of the whole minutes `inner` (of
+/// `service`, if given) to the aggregate: counts, errors, roots and maxima
+/// exact, durations rounded (within 6.25%), traces counted per minute.
+fn add_minute_stats(agg: &mut SpanAgg, p: &Part, inner: Window, service: Option<&str>) {
+    let (first, end) = (minute_of(inner.start), minute_of(inner.end));
+    let (mut min_t, mut max_t) = (u64::MAX, 0u64);
+    for op in &p.index.stats.ops {
+        if service.is_some_and(|v| v != op.service) {
+            continue;
+        }
+        let from = op.minutes.partition_point(|m| m.minute < first);
+        let to = op.minutes.partition_point(|m| m.minute < end);
+        let minutes = &op.minutes[from..to];
+        let (Some(earliest), Some(latest)) = (minutes.first(), minutes.last()) else {
+            continue;
+        };
+        let mut durations = Sketch::merged(minutes.iter().map(|m| &m.durations));
+        durations.set_max(minutes.iter().map(|m| m.max_ns).max().unwrap_or(0));
+        let acc = agg.op(&op.service, &op.name);
+        for m in minutes {
+            acc.count += u64::from(m.count);
+            acc.errors += u64::from(m.errors);
+            acc.roots += u64::from(m.roots);
+        }
+        acc.durations.merge(&durations);
+        min_t = min_t.min(u64::from(earliest.minute) * NS_PER_MINUTE);
+        max_t = max_t.max((u64::from(latest.minute) + 1) * NS_PER_MINUTE - 1);
+    }
+    for st in &p.index.stats.services {
+        if service.is_some_and(|v| v != st.service) {
+            continue;
+        }
+        let from = st.trace_minutes.partition_point(|(m, _)| *m < first);
+        let to = st.trace_minutes.partition_point(|(m, _)| *m < end);
+        let n: u64 = st.trace_minutes[from..to].iter().map(|(_, n)| u64::from(*n)).sum();
+        if n > 0 {
+            *agg.traces.entry(st.service.clone()).or_default() += n;
+        }
+    }
+    if min_t <= max_t {
+        agg.min_time = agg.min_time.min(min_t.max(p.meta.min_time));
+        agg.max_time = agg.max_time.max(max_t.min(p.meta.max_time));
+    }
 }
 
 /// One span row as the narrow summary columns hold it.

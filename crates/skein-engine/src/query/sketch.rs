@@ -189,6 +189,12 @@ impl Sketch {
         self.max
     }
 
+    /// Sets the maximum to `max`: the exact one, kept beside a sketch of
+    /// rounded values (per-minute statistics), whose own is rounded too.
+    pub fn set_max(&mut self, max: u64) {
+        self.max = max;
+    }
+
     /// The nearest-rank `q` quantile (0 < q ≤ 1), within 0.4% relative error;
     /// never above the exact maximum.
     pub fn quantile(&self, q: f64) -> u64 {

@@ -18,7 +18,10 @@ export async function render(root, { signal }) {
   const params = { ...w.params, ...attrs, limit: q.get('limit') || 50, cursor: q.get('cursor') || undefined };
   for (const k of FIELDS) if (q.get(k)) params[k] = q.get(k);
   const [services, page] = await Promise.all([
-    get('/api/v1/services', w.params, signal).catch(() => ({ services: [] })),
+    // The service picker lists every service stored (as Jaeger's does),
+    // answered from part statistics; a window that cuts through parts
+    // would make the engine scan their spans for nothing but names.
+    get('/api/v1/services', {}, signal).catch(() => ({ services: [] })),
     get('/api/v1/traces', params, signal),
   ]);
   let ops = [];
