@@ -144,11 +144,9 @@ pub fn visit_calls(
                     if !w.contains(sp.start_time_unix_nano) {
                         continue;
                     }
-                    if let Some(call) = LlmCall::from_attributes(&sp.attributes) {
-                        let r = CallRow::of_span(sp, &call);
-                        if r.counts() {
-                            f(&r);
-                        }
+                    let r = CallRow::of_span(sp, call);
+                    if r.counts() {
+                        f(&r);
                     }
                 }
                 explain.add(ex);
@@ -1089,16 +1087,16 @@ fn visit_session_marks(
             Source::Mem(m) => {
                 let m = m.read();
                 let mut ex = SourceExplain::new("hot", None);
-                for row in 0..m.total_rows() {
+                for (row, call) in m.llm_calls().iter() {
                     if !m.is_live(row) || shadowed.contains(&row) {
                         continue;
                     }
                     let sp = m.row(row);
                     ex.rows_examined += 1;
                     if w.contains(sp.start_time_unix_nano)
-                        && let Some(session) = LlmCall::from_attributes(&sp.attributes).and_then(|c| c.session_id)
+                        && let Some(session) = &call.session_id
                     {
-                        f(sp.trace_id.as_u128(), &session);
+                        f(sp.trace_id.as_u128(), session);
                     }
                 }
                 explain.add(ex);
