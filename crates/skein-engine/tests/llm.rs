@@ -143,7 +143,7 @@ fn score_value(g: &ScoreGen) -> AnyValue {
     match g.kind % 4 {
         0 => AnyValue::Int(g.seed as i64 % 5),
         1 => AnyValue::Double(g.seed as f64 / 255.0),
-        2 => AnyValue::Bool(g.seed % 2 == 0),
+        2 => AnyValue::Bool(g.seed.is_multiple_of(2)),
         _ => AnyValue::Str(format!("label {}", g.seed % 3)),
     }
 }
