@@ -10,6 +10,8 @@ use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 use roaring::RoaringBitmap;
+use skein_model::Span;
+use skein_model::genai::LlmCall;
 
 use crate::hash::FastMap;
 use crate::part::index::{PartIndex, TIME_MARK_STRIDE, TraceIndex};
@@ -44,6 +46,56 @@ pub struct MemTable<R> {
     /// The full-text index, built lazily by queries (`None`: full-text
     /// indexes are off, and text queries scan).
     text: Option<SharedHotText>,
+    /// The GenAI view of the rows that have one, built lazily by the LLM
+    /// queries ([`MemTable::llm_calls`]); empty in tables of other signals.
+    llm: parking_lot::RwLock<HotCalls>,
+}
+
+/// The GenAI view ([`LlmCall::from_attributes`]) of a span tier's rows.
+///
+/// Why: the LLM aggregations (usage, tools, the session list) read parts
+/// from their dense calls tables, but a hot tier only has its spans, and
+/// deriving the view of every span on every query (to find the few percent
+/// that are GenAI calls) was half of a session list over 1M spans with 10%
+/// of them hot. A row's record never changes (a replacement is a new row,
+/// the old one dies), so a view, once derived, stays right: each query
+/// derives it only for rows inserted since the last, and asks whether a row
+/// is live itself. It costs a few hundred bytes per GenAI row of the tier,
+/// and goes with the tier.
+#[derive(Default)]
+pub struct HotCalls {
+    /// Rows below this one have been looked at.
+    upto: u32,
+    /// The rows with a GenAI view, ascending, dead ones included.
+    calls: Vec<(u32, LlmCall)>,
+}
+
+impl HotCalls {
+    /// Each row with a GenAI view and that view, in row order (dead rows
+    /// included: callers check [`MemTable::is_live`]).
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &LlmCall)> {
+        self.calls.iter().map(|(r, c)| (*r, c))
+    }
+
+    fn memory_bytes(&self) -> usize {
+        let strings = |c: &LlmCall| {
+            [
+                &c.provider,
+                &c.model,
+                &c.request_model,
+                &c.operation,
+                &c.session_id,
+                &c.user_id,
+                &c.agent_name,
+                &c.tool_name,
+            ]
+            .iter()
+            .map(|s| s.as_ref().map_or(0, String::capacity))
+            .sum::<usize>()
+        };
+        self.calls.capacity() * std::mem::size_of::<(u32, LlmCall)>()
+            + self.calls.iter().map(|(_, c)| strings(c)).sum::<usize>()
+    }
 }
 
 impl<R> Default for MemTable<R> {
@@ -65,6 +117,7 @@ impl<R> Default for MemTable<R> {
             term_cache: TermCache::default(),
             stats: StatsBuilder::default(),
             text: Some(SharedHotText::default()),
+            llm: Default::default(),
         }
     }
 }
@@ -128,6 +181,11 @@ impl<R: Record> MemTable<R> {
     /// Estimated heap bytes of the full-text index.
     pub fn text_memory_bytes(&self) -> usize {
         self.text.as_ref().map_or(0, |t| t.lock().memory_bytes())
+    }
+
+    /// Estimated heap bytes of the GenAI views kept ([`HotCalls`]).
+    pub fn llm_memory_bytes(&self) -> usize {
+        self.llm.read().memory_bytes()
     }
 
     /// Inserts records whose sequence numbers are `seq_base..`.
@@ -354,6 +412,31 @@ impl<R: Record> MemTable<R> {
 
     pub fn min_seq(&self) -> u64 {
         self.seqs.iter().copied().min().unwrap_or(0)
+    }
+}
+
+impl MemTable<Span> {
+    /// The GenAI view of every row that has one, brought up to the newest
+    /// row first ([`HotCalls`]). Rows are only inserted under the table's
+    /// write lock, so while the caller holds a read lock (as it must, to
+    /// call this) the view stays complete; two queries catching up at once
+    /// take turns, and the second finds nothing left to do.
+    pub fn llm_calls(&self) -> parking_lot::RwLockReadGuard<'_, HotCalls> {
+        let total = self.rows.len() as u32;
+        {
+            let memo = self.llm.read();
+            if memo.upto >= total {
+                return memo;
+            }
+        }
+        let mut memo = self.llm.write();
+        for row in memo.upto..total {
+            if let Some(call) = LlmCall::from_attributes(&self.rows[row as usize].attributes) {
+                memo.calls.push((row, call));
+            }
+        }
+        memo.upto = memo.upto.max(total);
+        parking_lot::RwLockWriteGuard::downgrade(memo)
     }
 }
 

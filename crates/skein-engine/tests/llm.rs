@@ -2,7 +2,9 @@
 //! as they were sent: GenAI spans in each convention (OTel current and
 //! deprecated, OpenInference, OpenLLMetry), some with reported costs, some
 //! with contradictory figures, spread over hot tiers, flushed and compacted
-//! parts and restarts, with re-sent spans that must count once.
+//! parts and restarts, with re-sent spans that must count once; and scores
+//! of those traces (and of traces that do not exist), whose means per
+//! usage group (`include=scores`) must equal a naive computation too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -11,6 +13,7 @@ use proptest::prelude::*;
 use proptest::test_runner::Config;
 use skein_engine::UsageGroupBy;
 use skein_engine::{Engine, EngineOptions, Window};
+use skein_model::genai::score::Score;
 use skein_model::genai::{CallKind, CostSource, LlmCall, Pricing};
 use skein_model::{AnyValue, KeyValue, Resource, Span, SpanId, Status, StatusCode, TraceId};
 
@@ -124,14 +127,59 @@ fn span_of(g: &Gen) -> Span {
     }
 }
 
+/// One generated score: (trace, name, value kind, value seed). Traces
+/// 12 and 13 are never sent.
+#[derive(Debug, Clone)]
+struct ScoreGen {
+    trace: u8,
+    name: u8,
+    kind: u8,
+    seed: u8,
+}
+
+/// The value a score carries: a number (int or double), a bool, or a
+/// string (which no mean counts).
+fn score_value(g: &ScoreGen) -> AnyValue {
+    match g.kind % 4 {
+        0 => AnyValue::Int(g.seed as i64 % 5),
+        1 => AnyValue::Double(g.seed as f64 / 255.0),
+        2 => AnyValue::Bool(g.seed.is_multiple_of(2)),
+        _ => AnyValue::Str(format!("label {}", g.seed % 3)),
+    }
+}
+
+fn score_name(g: &ScoreGen) -> &'static str {
+    ["relevance", "helpful"][g.name as usize % 2]
+}
+
+/// The score's log record; `n` numbers it, so no two are one record.
+fn score_record(g: &ScoreGen, n: usize) -> skein_model::LogRecord {
+    Score::record(
+        &format!("score-{n}"),
+        TraceId::from_u128(1 + g.trace as u128),
+        None,
+        None,
+        score_name(g),
+        &score_value(g),
+        None,
+        "eval",
+        END_NS - 1_800_000_000_000 + n as u64,
+    )
+}
+
 #[derive(Debug, Clone)]
 enum Step {
     Spans(Vec<Gen>),
+    Scores(Vec<ScoreGen>),
     Flush,
     Compact,
     Reopen,
     /// Reopen with every part's calls table deleted (rebuilt on open).
     LoseCallsTables,
+    /// Check the answers now, not only at the end: the hot tier's GenAI
+    /// views kept by this query must then follow the rows added (and the
+    /// rows replaced) before the next.
+    Check,
 }
 
 fn generated() -> impl Strategy<Value = Gen> {
@@ -148,13 +196,24 @@ fn generated() -> impl Strategy<Value = Gen> {
     )
 }
 
+fn score_generated() -> impl Strategy<Value = ScoreGen> {
+    (0..14u8, 0..2u8, 0..4u8, any::<u8>()).prop_map(|(trace, name, kind, seed)| ScoreGen {
+        trace,
+        name,
+        kind,
+        seed,
+    })
+}
+
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         4 => prop::collection::vec(generated(), 1..15).prop_map(Step::Spans),
+        2 => prop::collection::vec(score_generated(), 1..6).prop_map(Step::Scores),
         2 => Just(Step::Flush),
         1 => Just(Step::Compact),
         1 => Just(Step::Reopen),
         1 => Just(Step::LoseCallsTables),
+        2 => Just(Step::Check),
     ]
 }
 
@@ -189,6 +248,64 @@ fn naive_usage(spans: &BTreeMap<(u128, [u8; 8]), Span>, pricing: &Pricing) -> By
         }
     }
     out
+}
+
+/// Per score name: sum and count of numeric values (true = 1, false = 0).
+type Means = BTreeMap<String, (f64, u64)>;
+
+/// The naive `include=scores` of usage by model: each numeric score counts
+/// once in the totals and once in each model group of its trace's model
+/// calls, if the trace has any.
+fn naive_score_means(
+    spans: &BTreeMap<(u128, [u8; 8]), Span>,
+    scores: &[(u128, String, AnyValue)],
+) -> (Means, BTreeMap<Option<String>, Means>) {
+    let mut models: BTreeMap<u128, BTreeSet<Option<String>>> = BTreeMap::new();
+    for s in spans.values() {
+        if let Some(c) = LlmCall::from_attributes(&s.attributes)
+            && c.kind == Some(CallKind::Llm)
+        {
+            models.entry(s.trace_id.as_u128()).or_default().insert(c.model.clone());
+        }
+    }
+    let mut totals = Means::new();
+    let mut groups: BTreeMap<Option<String>, Means> = BTreeMap::new();
+    for (trace, name, value) in scores {
+        let v = match value {
+            AnyValue::Int(i) => *i as f64,
+            AnyValue::Double(d) => *d,
+            AnyValue::Bool(b) => *b as u8 as f64,
+            _ => continue,
+        };
+        let Some(keys) = models.get(trace) else { continue };
+        let e = totals.entry(name.clone()).or_default();
+        e.0 += v;
+        e.1 += 1;
+        for k in keys {
+            let e = groups.entry(k.clone()).or_default().entry(name.clone()).or_default();
+            e.0 += v;
+            e.1 += 1;
+        }
+    }
+    (totals, groups)
+}
+
+/// Means as usage reports them (every group gets a map, maybe empty).
+fn means_of(u: &skein_engine::UsageFigures) -> BTreeMap<String, (f64, u64)> {
+    u.scores
+        .as_ref()
+        .expect("include=scores gives every group a scores map")
+        .iter()
+        .map(|(k, v)| (k.clone(), (v.mean, v.count)))
+        .collect()
+}
+
+fn means_equal(got: &BTreeMap<String, (f64, u64)>, sums: &Means) -> bool {
+    got.len() == sums.len()
+        && sums.iter().all(|(k, (sum, n))| {
+            got.get(k)
+                .is_some_and(|(mean, count)| count == n && close(*mean, sum / *n as f64))
+        })
 }
 
 struct NaiveSession {
@@ -251,9 +368,30 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * (1.0 + a.abs().max(b.abs()))
 }
 
-fn check(engine: &Engine, sent: &BTreeMap<(u128, [u8; 8]), Span>) {
+fn check(engine: &Engine, sent: &BTreeMap<(u128, [u8; 8]), Span>, scores: &[(u128, String, AnyValue)]) {
     let pricing = Pricing::built_in();
     let (usage, _) = engine.llm_usage(Window::ALL, UsageGroupBy::Model, false).unwrap();
+    assert!(usage.totals.scores.is_none() && usage.groups.iter().all(|g| g.usage.scores.is_none()));
+
+    // With scores: the same figures, and each group's means.
+    let (scored, _) = engine.llm_usage(Window::ALL, UsageGroupBy::Model, true).unwrap();
+    let (want_totals, want_groups) = naive_score_means(sent, scores);
+    let got_totals = means_of(&scored.totals);
+    assert!(
+        means_equal(&got_totals, &want_totals),
+        "totals: {got_totals:?} vs sums {want_totals:?}"
+    );
+    assert_eq!(scored.groups.len(), usage.groups.len());
+    for g in &scored.groups {
+        let plain = usage.groups.iter().find(|u| u.key == g.key).expect("same groups");
+        let mut figures = g.usage.clone();
+        figures.scores = None;
+        assert_eq!(figures.calls, plain.usage.calls, "{:?}", g.key);
+        assert_eq!(figures.input_tokens, plain.usage.input_tokens, "{:?}", g.key);
+        let got = means_of(&g.usage);
+        let want = want_groups.get(&g.key).cloned().unwrap_or_default();
+        assert!(means_equal(&got, &want), "{:?}: {got:?} vs sums {want:?}", g.key);
+    }
     let want = naive_usage(sent, &pricing);
     let got: ByModel = usage
         .groups
@@ -349,8 +487,17 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let mut engine = Engine::open(options(dir.path())).unwrap();
         let mut sent: BTreeMap<(u128, [u8; 8]), Span> = BTreeMap::new();
+        let mut scores: Vec<(u128, String, AnyValue)> = Vec::new();
         for st in steps {
             match st {
+                Step::Scores(gens) => {
+                    let mut records = Vec::new();
+                    for g in &gens {
+                        records.push(score_record(g, scores.len()));
+                        scores.push((1 + g.trace as u128, score_name(g).to_string(), score_value(g)));
+                    }
+                    engine.ingest_logs(records).unwrap();
+                }
                 Step::Spans(gens) => {
                     let spans: Vec<Span> = gens.iter().map(span_of).collect();
                     for s in &spans {
@@ -358,6 +505,7 @@ proptest! {
                     }
                     engine.ingest_spans(spans).unwrap();
                 }
+                Step::Check => check(&engine, &sent, &scores),
                 Step::Flush => engine.flush().unwrap(),
                 Step::Compact => {
                     engine.flush().unwrap();
@@ -378,7 +526,7 @@ proptest! {
                 }
             }
         }
-        check(&engine, &sent);
+        check(&engine, &sent, &scores);
     }
 }
 
@@ -490,14 +638,14 @@ fn parts_answer_from_their_calls_tables_which_are_rebuilt_when_lost_and_go_with_
         .collect();
     assert_eq!(parts.len(), 4, "{v}");
     assert!(parts.iter().all(|s| s["read_from"] == "calls table"), "{v}");
-    check(&engine, &sent);
+    check(&engine, &sent, &[]);
 
     // Compaction: the replaced parts' tables go with them.
     engine.compact().unwrap();
     let after = calls_tables(dir.path());
     assert_eq!(after.len(), 1, "{after:?}");
     assert_eq!(parts_of(dir.path()), 1);
-    check(&engine, &sent);
+    check(&engine, &sent, &[]);
 
     // Lost (or damaged): rebuilt from the part on open, same answers.
     engine.close().unwrap();
@@ -505,13 +653,13 @@ fn parts_answer_from_their_calls_tables_which_are_rebuilt_when_lost_and_go_with_
     std::fs::remove_file(&after[0]).unwrap();
     engine = Engine::open(options(dir.path())).unwrap();
     assert_eq!(calls_tables(dir.path()), after);
-    check(&engine, &sent);
+    check(&engine, &sent, &[]);
     engine.close().unwrap();
     drop(engine);
     std::fs::write(&after[0], b"not parquet").unwrap();
     engine = Engine::open(options(dir.path())).unwrap();
     assert!(std::fs::metadata(&after[0]).unwrap().len() > 100);
-    check(&engine, &sent);
+    check(&engine, &sent, &[]);
 
     // An orphan (a crash between the table and its part) is removed.
     engine.close().unwrap();
@@ -520,5 +668,5 @@ fn parts_answer_from_their_calls_tables_which_are_rebuilt_when_lost_and_go_with_
     std::fs::copy(&after[0], &orphan).unwrap();
     engine = Engine::open(options(dir.path())).unwrap();
     assert!(!orphan.exists());
-    check(&engine, &sent);
+    check(&engine, &sent, &[]);
 }

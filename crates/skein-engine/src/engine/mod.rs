@@ -1285,7 +1285,7 @@ impl Inner {
             s.hot_bytes += bytes;
             let text = (t.spans.read().text_memory_bytes() + t.logs.read().text_memory_bytes()) as u64;
             s.text_index_memory_bytes += text;
-            s.index_memory_bytes += text;
+            s.index_memory_bytes += text + t.spans.read().llm_memory_bytes() as u64;
         }
         s.frozen_tiers = st.frozen.len() as u64;
         for sig in Signal::ALL {

@@ -130,12 +130,25 @@ pub fn visit_calls(
     f: &mut dyn FnMut(&CallRow<'_>),
 ) -> Result<()> {
     let shadowed = shadowed_span_rows(sources, w, cache)?;
-    for (s, shadowed) in sources.iter().zip(&shadowed) {
+    visit_unshadowed_calls(sources, w, needs, &shadowed, explain, f)
+}
+
+/// [`visit_calls`], given each source's superseded rows
+/// ([`shadowed_span_rows`] for `w`).
+fn visit_unshadowed_calls(
+    sources: &[Source<Span>],
+    w: Window,
+    needs: Needs,
+    shadowed: &[FastSet<u32>],
+    explain: &mut Explain,
+    f: &mut dyn FnMut(&CallRow<'_>),
+) -> Result<()> {
+    for (s, shadowed) in sources.iter().zip(shadowed) {
         match s {
             Source::Mem(m) => {
                 let m = m.read();
                 let mut ex = SourceExplain::new("hot", None);
-                for row in 0..m.total_rows() {
+                for (row, call) in m.llm_calls().iter() {
                     if !m.is_live(row) || shadowed.contains(&row) {
                         continue;
                     }
@@ -144,11 +157,9 @@ pub fn visit_calls(
                     if !w.contains(sp.start_time_unix_nano) {
                         continue;
                     }
-                    if let Some(call) = LlmCall::from_attributes(&sp.attributes) {
-                        let r = CallRow::of_span(sp, &call);
-                        if r.counts() {
-                            f(&r);
-                        }
+                    let r = CallRow::of_span(sp, call);
+                    if r.counts() {
+                        f(&r);
                     }
                 }
                 explain.add(ex);
@@ -1089,16 +1100,16 @@ fn visit_session_marks(
             Source::Mem(m) => {
                 let m = m.read();
                 let mut ex = SourceExplain::new("hot", None);
-                for row in 0..m.total_rows() {
+                for (row, call) in m.llm_calls().iter() {
                     if !m.is_live(row) || shadowed.contains(&row) {
                         continue;
                     }
                     let sp = m.row(row);
                     ex.rows_examined += 1;
                     if w.contains(sp.start_time_unix_nano)
-                        && let Some(session) = LlmCall::from_attributes(&sp.attributes).and_then(|c| c.session_id)
+                        && let Some(session) = &call.session_id
                     {
-                        f(sp.trace_id.as_u128(), &session);
+                        f(sp.trace_id.as_u128(), session);
                     }
                 }
                 explain.add(ex);
@@ -1152,34 +1163,41 @@ fn visit_session_marks(
     Ok(())
 }
 
-/// A counter of a trace's spans across sources, the newest copy of each.
-fn live_trace_rows<'s>(sources: &'s [Source<Span>], cache: &ShadowCache) -> Result<impl Fn(u128) -> u64 + use<'s>> {
-    let shadowed = shadowed_span_rows(sources, Window::ALL, cache)?;
-    Ok(move |trace: u128| {
+/// How many spans each of `traces` has across sources, the newest copy of
+/// each. A trace held by one source (almost every trace) is counted from
+/// its index alone; one held by several is read, to count a span re-sent
+/// into a newer source once. This is the page's traces only: the shadowed
+/// rows of every source ([`shadowed_span_rows`]) over all time cost more
+/// than the whole page.
+fn trace_span_counts(sources: &[Source<Span>], traces: &[u128]) -> Result<FastMap<u128, u64>> {
+    // Reading a shared trace is a detail of counting, not a source the
+    // query scanned: its explain is dropped.
+    let mut scratch = Explain::new(crate::record::Signal::Spans);
+    let mut out = FastMap::default();
+    for &t in traces {
+        let mut holders = 0;
         let mut n = 0u64;
-        for (s, shadowed) in sources.iter().zip(&shadowed) {
+        for s in sources {
             match s {
                 Source::Mem(m) => {
                     let m = m.read();
-                    n += m
-                        .trace_rows(trace)
-                        .iter()
-                        .filter(|r| m.is_live(**r) && !shadowed.contains(r))
-                        .count() as u64;
+                    let rows = m.trace_rows(t);
+                    holders += !rows.is_empty() as u32;
+                    n += rows.iter().filter(|r| m.is_live(**r)).count() as u64;
                 }
                 Source::Part(p) => {
-                    n += p
-                        .index
-                        .traces
-                        .rows_of(trace)
-                        .iter()
-                        .filter(|r| !shadowed.contains(r))
-                        .count() as u64;
+                    let rows = p.index.traces.rows_of(t).len() as u64;
+                    holders += (rows > 0) as u32;
+                    n += rows;
                 }
             }
         }
-        n
-    })
+        if holders > 1 {
+            n = super::search::trace_records(sources, t, &mut scratch)?.len() as u64;
+        }
+        out.insert(t, n);
+    }
+    Ok(out)
 }
 
 /// One model or tool call of a session, with its span (whose attributes
@@ -1241,7 +1259,7 @@ pub fn sessions(
         trace: true,
         service: false,
     };
-    visit_calls(sources, w, needs, cache, explain, &mut |r| acc.add(r))?;
+    visit_unshadowed_calls(sources, w, needs, &shadowed, explain, &mut |r| acc.add(r))?;
     let mut all = acc.gather(None);
     // Most recent first; ties by id.
     let order = |s: &SessionAgg| (std::cmp::Reverse(s.end), acc.session_id(s));
@@ -1258,8 +1276,12 @@ pub fn sessions(
     }
     all.truncate(limit);
     all.sort_by(cmp);
-    let spans = live_trace_rows(sources, cache)?;
-    let sessions: Vec<SessionSummary> = all.iter().map(|s| acc.summary(s, &spans)).collect();
+    let traces: Vec<u128> = all.iter().flat_map(|s| s.traces.iter().copied()).collect();
+    let spans = trace_span_counts(sources, &traces)?;
+    let sessions: Vec<SessionSummary> = all
+        .iter()
+        .map(|s| acc.summary(s, |t| spans.get(&t).copied().unwrap_or(0)))
+        .collect();
     let next_cursor = if more { sessions.last().map(encode_cursor) } else { None };
     Ok(SessionPage { sessions, next_cursor })
 }
