@@ -46,24 +46,22 @@ impl Engine {
     /// lines a search with the same filters would page through.
     pub fn log_series(&self, q: &LogQuery, points: usize) -> Result<(Buckets, BandCounts, Explain)> {
         let b = timeline::buckets(q.window, points);
-        let mut r = if timeline::is_service_and_severity_only(q) {
+        let (mut bands, ex) = if timeline::is_service_and_severity_only(q) {
             let mut ex = Explain::new(Signal::Logs);
             let sources = self.state().sources::<LogRecord>();
-            let r = timeline::log_series(&sources, b, q.service.as_deref(), q.min_severity, &mut ex)?;
-            (r, ex)
+            let bands = timeline::log_series(&sources, b, q.service.as_deref(), q.min_severity, &mut ex)?;
+            (bands, ex)
         } else {
-            // The search's own preparation: retention's line and the
-            // payload reader for text predicates.
             let mut counts = timeline::BandCounter::new(b);
             let ex = self.visit_logs(q, &mut |l| counts.add(l.effective_time(), l.severity_number))?;
             (counts.finish(), ex)
         };
         let expired = expired_buckets(&b, self.inner.floor(Signal::Logs));
-        for v in r.0.values_mut() {
+        for v in bands.values_mut() {
             v.iter_mut().take(expired).for_each(|x| *x = 0);
         }
-        r.0.retain(|_, v| v.iter().any(|n| *n > 0));
-        Ok((b, r.0, r.1))
+        bands.retain(|_, v| v.iter().any(|n| *n > 0));
+        Ok((b, bands, ex))
     }
 
     /// The metric names with points in `w`.

@@ -229,7 +229,7 @@ fn add_span_stats(agg: &mut SpanAgg, stats: &PartStats, service: Option<&str>, m
 
 /// How `explain` names a part cut by the window whose whole minutes were
 /// answered from its per-minute statistics.
-pub const MINUTES_FROM_STATS: &str = "whole minutes answered from part statistics, edges scanned";
+const MINUTES_FROM_STATS: &str = "whole minutes answered from part statistics, edges scanned";
 
 /// The whole minutes of `w` that hold rows of `p`, as a window on minute
 /// boundaries inside `w` (an open end takes every minute of the part);
