@@ -768,58 +768,94 @@ impl SessionSummary {
     }
 }
 
-/// GenAI facts of one trace, before it is known which session owns it.
-/// Strings are interned ([`Names`]): a trace costs a few words, and the
-/// summaries are spelled out only for the sessions shown.
-#[derive(Default)]
-struct TraceAcc {
-    trace: u128,
-    session: Option<u32>,
-    llm_calls: u64,
-    input: i64,
-    output: i64,
-    cost_usd: f64,
-    errors: u64,
-    models: Vec<u32>,
-    agents: Vec<u32>,
-    start: u64,
-    end: u64,
-}
-
-/// Strings seen, each numbered once.
+/// Strings seen, each numbered once, stored back to back (a session list
+/// interns tens of thousands of ids: one allocation each was a tenth of
+/// its time).
 #[derive(Default)]
 struct Names {
-    ids: FastMap<String, u32>,
-    names: Vec<String>,
+    text: String,
+    /// Where each name ends in `text`.
+    ends: Vec<u32>,
+    /// A name's hash → its number. A second name with the same 64-bit hash
+    /// (vanishingly rare) is numbered in `clashes` instead.
+    by_hash: FastMap<u64, u32>,
+    clashes: Vec<u32>,
+    /// The last few names numbered, compared before hashing, when the
+    /// names are few and come up again and again (models, agents); empty
+    /// for many (session ids).
+    recent: Vec<u32>,
+    next_recent: usize,
 }
 
 impl Names {
-    fn id(&mut self, s: &str) -> u32 {
-        if let Some(&i) = self.ids.get(s) {
-            return i;
+    /// Names that are few: the last eight are compared before hashing.
+    fn few() -> Names {
+        Names {
+            recent: vec![u32::MAX; 8],
+            ..Names::default()
         }
-        let i = self.names.len() as u32;
-        self.ids.insert(s.to_string(), i);
-        self.names.push(s.to_string());
-        i
     }
 
-    fn get(&self, s: &str) -> Option<u32> {
-        self.ids.get(s).copied()
+    fn hash(s: &str) -> u64 {
+        use std::hash::BuildHasher;
+        std::hash::BuildHasherDefault::<crate::hash::WordHasher>::default().hash_one(s)
     }
 
     fn name(&self, i: u32) -> &str {
-        &self.names[i as usize]
+        let start = if i == 0 { 0 } else { self.ends[i as usize - 1] as usize };
+        &self.text[start..self.ends[i as usize] as usize]
+    }
+
+    fn find(&self, h: u64, s: &str) -> Option<u32> {
+        match self.by_hash.get(&h) {
+            Some(&i) if self.name(i) == s => Some(i),
+            Some(_) => self.clashes.iter().copied().find(|&i| self.name(i) == s),
+            None => None,
+        }
+    }
+
+    fn get(&self, s: &str) -> Option<u32> {
+        self.find(Self::hash(s), s)
+    }
+
+    fn id(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.recent.iter().find(|&&i| i != u32::MAX && self.name(i) == s) {
+            return i;
+        }
+        let i = self.id_hashed(Self::hash(s), s);
+        if !self.recent.is_empty() {
+            self.recent[self.next_recent] = i;
+            self.next_recent = (self.next_recent + 1) % self.recent.len();
+        }
+        i
+    }
+
+    fn id_hashed(&mut self, h: u64, s: &str) -> u32 {
+        if let Some(i) = self.find(h, s) {
+            return i;
+        }
+        let i = self.ends.len() as u32;
+        self.text.push_str(s);
+        self.ends.push(self.text.len() as u32);
+        match self.by_hash.entry(h) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(i);
+            }
+            std::collections::hash_map::Entry::Occupied(_) => self.clashes.push(i),
+        }
+        i
     }
 
     /// Adds `s`'s number to `ids` unless there: the names already there
-    /// are compared first, so a trace's calls of one model hash it once.
+    /// are compared first, so a session's calls of one model hash it once.
     fn add_to(&mut self, ids: &mut Vec<u32>, s: &str) {
         if ids.iter().any(|&i| self.name(i) == s) {
             return;
         }
         let i = self.id(s);
-        add_unique(ids, i);
+        if !ids.contains(&i) {
+            ids.push(i);
+        }
     }
 
     /// The names of `ids`, sorted.
@@ -830,20 +866,31 @@ impl Names {
     }
 }
 
-fn add_unique(v: &mut Vec<u32>, x: u32) {
-    if !v.contains(&x) {
-        v.push(x);
+/// A sum of dollar amounts that does not depend on the order they are
+/// added in: each is rounded to 10⁻¹⁵ USD and summed exactly, so a session
+/// costs the same whichever order its calls were visited in (sources, merges).
+#[derive(Default, Clone, Copy)]
+struct UsdSum(i128);
+
+impl UsdSum {
+    const SCALE: f64 = 1e15;
+
+    fn add(&mut self, usd: f64) {
+        self.0 += (usd * Self::SCALE).round() as i128;
+    }
+
+    fn usd(self) -> f64 {
+        self.0 as f64 / Self::SCALE
     }
 }
 
 /// One session's figures, its strings still interned.
 struct SessionAgg {
-    session: u32,
-    traces: Vec<u128>,
+    traces: u64,
     llm_calls: u64,
     input: i64,
     output: i64,
-    cost_usd: f64,
+    cost: UsdSum,
     errors: u64,
     models: Vec<u32>,
     agents: Vec<u32>,
@@ -851,18 +898,37 @@ struct SessionAgg {
     end: u64,
 }
 
-/// Folds GenAI spans into per-trace facts, then traces into sessions.
+impl Default for SessionAgg {
+    fn default() -> Self {
+        SessionAgg {
+            traces: 0,
+            llm_calls: 0,
+            input: 0,
+            output: 0,
+            cost: UsdSum::default(),
+            errors: 0,
+            models: Vec::new(),
+            agents: Vec::new(),
+            start: u64::MAX,
+            end: 0,
+        }
+    }
+}
+
+/// Folds GenAI spans into sessions: first which session each trace is in
+/// ([`SessionAcc::mark`]), then every call of those traces into its
+/// session ([`SessionAcc::add`]); calls of other traces are passed over.
 struct SessionAcc<'p> {
     memo: PriceMemo<'p>,
-    /// Each trace's place in `accs`.
+    /// Each marked trace's session.
     traces: FastMap<u128, u32>,
-    accs: Vec<TraceAcc>,
+    /// Session ids, numbered; `aggs[i]` is session `i`'s figures.
     sessions: Names,
+    aggs: Vec<SessionAgg>,
     models: Names,
     agents: Names,
-    /// Whether the sessions' traces were found beforehand
-    /// ([`SessionAcc::mark`]): calls of other traces are then passed over.
-    marked: bool,
+    /// The session last marked: spans of one session come in runs.
+    last: Option<u32>,
 }
 
 impl<'p> SessionAcc<'p> {
@@ -870,156 +936,95 @@ impl<'p> SessionAcc<'p> {
         SessionAcc {
             memo: PriceMemo::new(pricing),
             traces: FastMap::default(),
-            accs: Vec::new(),
             sessions: Names::default(),
-            models: Names::default(),
-            agents: Names::default(),
-            marked: false,
+            aggs: Vec::new(),
+            models: Names::few(),
+            agents: Names::few(),
+            last: None,
         }
     }
 
-    /// Notes that `trace` has a span of `session` (the first noted wins,
-    /// as in [`SessionAcc::add`]).
+    fn is_empty(&self) -> bool {
+        self.traces.is_empty()
+    }
+
+    /// Notes that `trace` has a span of `session`: the first noted wins.
     fn mark(&mut self, trace: u128, session: &str) {
-        self.marked = true;
-        if !self.traces.contains_key(&trace) {
-            let session = Some(self.sessions.id(session));
-            self.traces.insert(trace, self.accs.len() as u32);
-            self.accs.push(TraceAcc {
-                trace,
-                session,
-                start: u64::MAX,
-                ..Default::default()
-            });
+        let std::collections::hash_map::Entry::Vacant(v) = self.traces.entry(trace) else {
+            return;
+        };
+        let s = match self.last {
+            Some(s) if self.sessions.name(s) == session => s,
+            _ => self.sessions.id(session),
+        };
+        self.last = Some(s);
+        v.insert(s);
+        if s as usize == self.aggs.len() {
+            self.aggs.push(SessionAgg::default());
         }
+        self.aggs[s as usize].traces += 1;
     }
 
     fn add(&mut self, r: &CallRow<'_>) {
         if !r.counts() {
             return;
         }
-        let i = if self.marked {
-            match self.traces.get(&r.trace_id) {
-                Some(&i) => i,
-                None => return,
-            }
-        } else {
-            let accs = &mut self.accs;
-            *self.traces.entry(r.trace_id).or_insert_with(|| {
-                accs.push(TraceAcc {
-                    trace: r.trace_id,
-                    start: u64::MAX,
-                    ..Default::default()
-                });
-                accs.len() as u32 - 1
-            })
+        let Some(&s) = self.traces.get(&r.trace_id) else {
+            return;
         };
-        let t = &mut self.accs[i as usize];
-        if t.session.is_none()
-            && let Some(s) = r.session
-        {
-            t.session = Some(self.sessions.id(s));
-        }
-        t.start = t.start.min(r.time);
-        t.end = t.end.max(r.time.saturating_add(r.duration_ns));
-        t.errors += (r.error && matches!(r.kind, Some(CallKind::Llm | CallKind::Tool))) as u64;
-        if let Some(a) = r.agent {
-            self.agents.add_to(&mut t.agents, a);
+        let a = &mut self.aggs[s as usize];
+        a.start = a.start.min(r.time);
+        a.end = a.end.max(r.time.saturating_add(r.duration_ns));
+        a.errors += (r.error && matches!(r.kind, Some(CallKind::Llm | CallKind::Tool))) as u64;
+        if let Some(name) = r.agent {
+            self.agents.add_to(&mut a.agents, name);
         }
         if r.is_llm() {
-            t.llm_calls += 1;
+            a.llm_calls += 1;
             if let Some(m) = r.model.or(r.request_model) {
-                self.models.add_to(&mut t.models, m);
+                self.models.add_to(&mut a.models, m);
             }
             if r.counts_tokens() {
-                t.input += r.tokens.input.unwrap_or(0);
-                t.output += r.tokens.output.unwrap_or(0);
+                a.input += r.tokens.input.unwrap_or(0);
+                a.output += r.tokens.output.unwrap_or(0);
             }
             if let Some(usd) = self.memo.cost(&r.cost_input(), r.time).usd {
-                t.cost_usd += usd;
+                a.cost.add(usd);
             }
         }
     }
 
-    /// The sessions (only `only`, if set), each with its traces sorted.
-    fn gather(&self, only: Option<&str>) -> Vec<SessionAgg> {
-        let only = match only {
-            Some(id) => match self.sessions.get(id) {
-                Some(i) => Some(i),
-                None => return Vec::new(),
-            },
-            None => None,
-        };
-        // Each session's traces, then summed in trace order, so that sums
-        // of costs do not depend on the order the calls were visited in.
-        let mut members: Vec<Vec<u32>> = vec![Vec::new(); self.sessions.names.len()];
-        for (i, t) in self.accs.iter().enumerate() {
-            if let Some(s) = t.session
-                && only.is_none_or(|o| o == s)
-            {
-                members[s as usize].push(i as u32);
+    /// The traces of each of `sessions`, sorted, in their order.
+    fn traces_of(&self, sessions: &[u32]) -> Vec<Vec<u128>> {
+        let place: FastMap<u32, usize> = sessions.iter().enumerate().map(|(k, &s)| (s, k)).collect();
+        let mut out = vec![Vec::new(); sessions.len()];
+        for (&t, s) in &self.traces {
+            if let Some(&k) = place.get(s) {
+                out[k].push(t);
             }
         }
-        let mut out = Vec::new();
-        for (session, mut traces) in members.into_iter().enumerate() {
-            if traces.is_empty() {
-                continue;
-            }
-            traces.sort_unstable_by_key(|&i| self.accs[i as usize].trace);
-            let mut s = SessionAgg {
-                session: session as u32,
-                traces: Vec::with_capacity(traces.len()),
-                llm_calls: 0,
-                input: 0,
-                output: 0,
-                cost_usd: 0.0,
-                errors: 0,
-                models: Vec::new(),
-                agents: Vec::new(),
-                start: u64::MAX,
-                end: 0,
-            };
-            for i in traces {
-                let t = &self.accs[i as usize];
-                s.traces.push(t.trace);
-                s.llm_calls += t.llm_calls;
-                s.input += t.input;
-                s.output += t.output;
-                s.cost_usd += t.cost_usd;
-                s.errors += t.errors;
-                s.start = s.start.min(t.start);
-                s.end = s.end.max(t.end);
-                for &m in &t.models {
-                    add_unique(&mut s.models, m);
-                }
-                for &a in &t.agents {
-                    add_unique(&mut s.agents, a);
-                }
-            }
-            out.push(s);
+        for v in &mut out {
+            v.sort_unstable();
         }
         out
     }
 
-    fn session_id(&self, s: &SessionAgg) -> &str {
-        self.sessions.name(s.session)
-    }
-
-    /// A session's summary, spelled out; `spans` counts a trace's spans.
-    fn summary(&self, s: &SessionAgg, spans: impl Fn(u128) -> u64) -> SessionSummary {
+    /// Session `s`'s summary, spelled out; `spans` counts its spans.
+    fn summary(&self, s: u32, spans: u64) -> SessionSummary {
+        let a = &self.aggs[s as usize];
         SessionSummary {
-            session_id: self.session_id(s).to_string(),
-            traces: s.traces.len() as u64,
-            spans: s.traces.iter().map(|t| spans(*t)).sum(),
-            llm_calls: s.llm_calls,
-            input_tokens: s.input,
-            output_tokens: s.output,
-            cost_usd: s.cost_usd,
-            errors: s.errors,
-            models: self.models.sorted(&s.models),
-            agents: self.agents.sorted(&s.agents),
-            start_time_unix_nano: s.start,
-            end_time_unix_nano: s.end,
+            session_id: self.sessions.name(s).to_string(),
+            traces: a.traces,
+            spans,
+            llm_calls: a.llm_calls,
+            input_tokens: a.input,
+            output_tokens: a.output,
+            cost_usd: a.cost.usd(),
+            errors: a.errors,
+            models: self.models.sorted(&a.models),
+            agents: self.agents.sorted(&a.agents),
+            start_time_unix_nano: a.start,
+            end_time_unix_nano: a.end,
         }
     }
 }
@@ -1038,9 +1043,11 @@ pub fn session(
     if traces.is_empty() {
         return Ok(None);
     }
+    // First which session each trace is in (the first span noted wins,
+    // as in the list), then the calls.
     let mut acc = SessionAcc::new(pricing);
     let mut span_counts: FastMap<u128, u64> = FastMap::default();
-    let mut turns = Vec::new();
+    let mut calls = Vec::new();
     for t in &traces {
         let spans = super::search::trace_records(sources, *t, explain)?;
         span_counts.insert(*t, spans.len() as u64);
@@ -1048,22 +1055,30 @@ pub fn session(
             let Some(call) = LlmCall::from_attributes(&span.attributes) else {
                 continue;
             };
-            acc.add(&CallRow::of_span(&span, &call));
-            if matches!(call.kind, Some(CallKind::Llm | CallKind::Tool)) {
-                let cost = pricing.cost(&call, span.start_time_unix_nano);
-                turns.push(SessionTurn { span, call, cost });
+            if let Some(s) = &call.session_id {
+                acc.mark(*t, s);
             }
+            calls.push((span, call));
         }
     }
-    let Some(agg) = acc.gather(Some(id)).into_iter().next() else {
+    let Some(session) = acc.sessions.get(id) else {
         return Ok(None);
     };
-    let summary = acc.summary(&agg, |t| span_counts.get(&t).copied().unwrap_or(0));
-    let traces = agg.traces;
-    // A trace found through a superseded copy of a span (re-sent without
-    // the session) is not the session's: its turns go too.
-    let ours: FastSet<u128> = traces.iter().copied().collect();
-    turns.retain(|t| ours.contains(&t.span.trace_id.as_u128()));
+    let mut turns = Vec::new();
+    for (span, call) in calls {
+        acc.add(&CallRow::of_span(&span, &call));
+        // A trace found through a superseded copy of a span (re-sent
+        // without the session) is not the session's: its turns go too.
+        if matches!(call.kind, Some(CallKind::Llm | CallKind::Tool))
+            && acc.traces.get(&span.trace_id.as_u128()) == Some(&session)
+        {
+            let cost = pricing.cost(&call, span.start_time_unix_nano);
+            turns.push(SessionTurn { span, call, cost });
+        }
+    }
+    let traces = acc.traces_of(&[session]).pop().unwrap_or_default();
+    let spans = traces.iter().map(|t| span_counts.get(t).copied().unwrap_or(0)).sum();
+    let summary = acc.summary(session, spans);
     turns.sort_by_key(|t| (t.span.start_time_unix_nano, t.span.span_id));
     Ok(Some(SessionDetail {
         summary,
@@ -1249,7 +1264,7 @@ pub fn sessions(
     let mut acc = SessionAcc::new(pricing);
     let shadowed = shadowed_span_rows(sources, w, cache)?;
     visit_session_marks(sources, w, Some(&shadowed), explain, &mut |t, s| acc.mark(t, s))?;
-    if !acc.marked {
+    if acc.is_empty() {
         return Ok(SessionPage {
             sessions: Vec::new(),
             next_cursor: None,
@@ -1260,27 +1275,29 @@ pub fn sessions(
         service: false,
     };
     visit_unshadowed_calls(sources, w, needs, &shadowed, explain, &mut |r| acc.add(r))?;
-    let mut all = acc.gather(None);
     // Most recent first; ties by id.
-    let order = |s: &SessionAgg| (std::cmp::Reverse(s.end), acc.session_id(s));
-    let cmp = |a: &SessionAgg, b: &SessionAgg| order(a).cmp(&order(b));
+    let order = |s: u32| (std::cmp::Reverse(acc.aggs[s as usize].end), acc.sessions.name(s));
+    let cmp = |a: &u32, b: &u32| order(*a).cmp(&order(*b));
+    let mut page: Vec<u32> = (0..acc.aggs.len() as u32).collect();
     if let Some((end, id)) = &after {
         let cut = (std::cmp::Reverse(*end), id.as_str());
-        all.retain(|s| order(s) > cut);
+        page.retain(|&s| order(s) > cut);
     }
-    let more = all.len() > limit;
+    let more = page.len() > limit;
     // The page only: a partial sort, then summaries (and span counts, a
     // lookup per trace) for it alone.
     if more && limit > 0 {
-        all.select_nth_unstable_by(limit - 1, cmp);
+        page.select_nth_unstable_by(limit - 1, cmp);
     }
-    all.truncate(limit);
-    all.sort_by(cmp);
-    let traces: Vec<u128> = all.iter().flat_map(|s| s.traces.iter().copied()).collect();
-    let spans = trace_span_counts(sources, &traces)?;
-    let sessions: Vec<SessionSummary> = all
+    page.truncate(limit);
+    page.sort_by(cmp);
+    let traces = acc.traces_of(&page);
+    let all: Vec<u128> = traces.iter().flatten().copied().collect();
+    let spans = trace_span_counts(sources, &all)?;
+    let sessions: Vec<SessionSummary> = page
         .iter()
-        .map(|s| acc.summary(s, |t| spans.get(&t).copied().unwrap_or(0)))
+        .zip(&traces)
+        .map(|(&s, ts)| acc.summary(s, ts.iter().map(|t| spans.get(t).copied().unwrap_or(0)).sum()))
         .collect();
     let next_cursor = if more { sessions.last().map(encode_cursor) } else { None };
     Ok(SessionPage { sessions, next_cursor })
@@ -1289,6 +1306,46 @@ pub fn sessions(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_are_numbered_once_even_when_hashes_clash() {
+        let mut n = Names::default();
+        let a = n.id_hashed(7, "alpha");
+        let b = n.id_hashed(7, "beta");
+        let c = n.id("gamma");
+        assert_eq!((a, b, c), (0, 1, 2));
+        assert_eq!(n.id_hashed(7, "beta"), b);
+        assert_eq!(n.id_hashed(7, "alpha"), a);
+        assert_eq!(n.find(7, "beta"), Some(b));
+        assert_eq!(n.find(7, "delta"), None);
+        assert_eq!((n.name(a), n.name(b), n.name(c)), ("alpha", "beta", "gamma"));
+        assert_eq!(n.get("gamma"), Some(c));
+        let mut ids = Vec::new();
+        n.add_to(&mut ids, "gamma");
+        n.add_to(&mut ids, "alpha");
+        n.add_to(&mut ids, "gamma");
+        assert_eq!(n.sorted(&ids), ["alpha", "gamma"]);
+
+        // Remembering the last few changes no number.
+        let mut few = Names::few();
+        let names: Vec<String> = (0..20).map(|i| format!("model-{i}")).collect();
+        for round in 0..3 {
+            for (i, name) in names.iter().enumerate().take(5 + 5 * round) {
+                assert_eq!(few.id(name), i as u32);
+            }
+        }
+        assert_eq!(few.get("model-9"), Some(9));
+    }
+
+    #[test]
+    fn dollar_sums_do_not_depend_on_order() {
+        let xs = [0.1, 1e-9, 3.3, 2.5e-7, 0.2, 7.0];
+        let (mut fwd, mut back) = (UsdSum::default(), UsdSum::default());
+        xs.iter().for_each(|&x| fwd.add(x));
+        xs.iter().rev().for_each(|&x| back.add(x));
+        assert_eq!(fwd.0, back.0);
+        assert!((fwd.usd() - xs.iter().sum::<f64>()).abs() < 1e-12);
+    }
 
     #[test]
     fn cursors_round_trip() {
