@@ -6,6 +6,7 @@ mod engine_mode;
 mod expected;
 mod http1;
 mod ladder;
+mod llm_mode;
 mod load;
 mod machine;
 mod matrix;
@@ -49,6 +50,10 @@ enum Mode {
     /// Full-text search over the agent corpus's logs, in process: ingest
     /// with the index on and off, a rare and a common word, index size.
     Text(text_mode::TextArgs),
+    /// What the typed LLM columns cost at ingest, in process: the agent
+    /// corpus's spans as generated against the same with their GenAI keys
+    /// renamed.
+    Llm(llm_mode::LlmArgs),
     /// MCP tool call overhead: `get_trace` of a 10-span trace over
     /// streamable HTTP (`/mcp`) against `GET /api/v1/traces/{id}`.
     Mcp(mcp_mode::McpArgs),
@@ -77,6 +82,7 @@ fn main() -> ExitCode {
         Mode::Ladder(a) => ladder::run(a),
         Mode::Engine(a) => engine_mode::run(a),
         Mode::Text(a) => text_mode::run(a),
+        Mode::Llm(a) => llm_mode::run(a),
         Mode::Mcp(a) => mcp_mode::run(a),
         Mode::Ui(a) => ui_mode::run(a),
         Mode::Storage(a) => storage_mode::run(a),

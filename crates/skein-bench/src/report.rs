@@ -749,6 +749,63 @@ fn render_sql(v: &Value) -> String {
     s
 }
 
+fn render_llm(v: &Value) -> String {
+    let r = &v["results"];
+    let c = &v["corpus"];
+    let p = &v["params"];
+    let mut s = String::from("## LLM columns at ingest, in process (`skein-bench llm`)\n\n");
+    s.push_str(&machine(&v["machine"]));
+    s.push_str(&format!(
+        "- {} spans of the agent corpus ({} traces, {} of them model calls), in batches of {} from {} writer threads, durability `{}`, into two engines at once, a chunk of about {} spans at a time in alternating order: the spans as generated, and the same spans with every `gen_ai.` key renamed `gen_ax.` (the same bytes; no GenAI view, so no LLM columns filled and no calls tables). Both store strings over {} bytes as payloads, so both keep the same payloads. Generation is off the clock; each chunk's clock runs until its flushes and merges are done. Checked: both hold every span, the first counts exactly the generator's model calls, the second none.\n\n",
+        thousands(&c["spans"]),
+        thousands(&c["traces"]),
+        thousands(&c["llm_spans"]),
+        p["batch"],
+        p["writers"],
+        f(&p["durability"], 0),
+        thousands(&p["chunk"]),
+        p["payload_bytes"],
+    ));
+    s.push_str("| metric | with GenAI keys | renamed |\n|---|---:|---:|\n");
+    let (a, b) = (&r["with"], &r["without"]);
+    let rows: Vec<(&str, String, String)> = vec![
+        (
+            "span ingest (spans/s)",
+            thousands(&a["ingest_spans_per_sec"]),
+            thousands(&b["ingest_spans_per_sec"]),
+        ),
+        (
+            "ingest CPU per span (µs)",
+            f(&a["ingest_cpu_us_per_span"], 2),
+            f(&b["ingest_cpu_us_per_span"], 2),
+        ),
+        (
+            "model calls counted",
+            thousands(&a["model_calls"]),
+            thousands(&b["model_calls"]),
+        ),
+        (
+            "span part bytes",
+            thousands(&a["span_part_bytes"]),
+            thousands(&b["span_part_bytes"]),
+        ),
+        (
+            "bytes on disk",
+            thousands(&a["bytes_on_disk"]),
+            thousands(&b["bytes_on_disk"]),
+        ),
+        ("payloads", thousands(&a["payloads"]), thousands(&b["payloads"])),
+    ];
+    for (name, x, y) in rows {
+        s.push_str(&format!("| {name} | {x} | {y} |\n"));
+    }
+    s.push_str(&format!(
+        "\nIngest with the LLM columns is {:.1}% slower than without.\n\n",
+        r["ingest_slowdown_with_llm_columns"].as_f64().unwrap_or(0.0) * 100.0
+    ));
+    s
+}
+
 pub fn render(all: &Map<String, Value>) -> String {
     let mut s = String::from(
         "# Skein benchmarks\n\nWritten by `skein-bench` from `benchmarks.json`; every number comes from a run, none is typed by hand. \
@@ -775,6 +832,9 @@ pub fn render(all: &Map<String, Value>) -> String {
     }
     if let Some(v) = all.get("text") {
         s.push_str(&render_text(v));
+    }
+    if let Some(v) = all.get("llm") {
+        s.push_str(&render_llm(v));
     }
     if let Some(v) = all.get("mcp") {
         s.push_str(&render_mcp(v));

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use skein_engine::{Engine, EngineOptions, LogQuery, TextQuery};
+use skein_engine::{Engine, EngineOptions, IngestReport, LogQuery, TextQuery};
 use skein_model::LogRecord;
 use skein_model::corpus::agent::{self, AgentCorpus};
 
@@ -90,7 +90,7 @@ impl Side {
 
 /// Waits until nothing is frozen and no merge runs for 700 ms (longer than
 /// the compaction thread's poll); returns when that quiet began.
-fn quiet_since(engine: &Engine) -> Instant {
+pub(crate) fn quiet_since(engine: &Engine) -> Instant {
     let mut since: Option<Instant> = None;
     loop {
         let st = engine.stats();
@@ -105,10 +105,17 @@ fn quiet_since(engine: &Engine) -> Instant {
     }
 }
 
-/// Ingests `batches` from `writers` threads; returns the timed seconds
-/// (to the first quiet moment after) and the process CPU seconds spent.
-fn ingest(engine: &Engine, writers: usize, batches: Vec<Vec<LogRecord>>, last: bool) -> Result<(f64, f64), String> {
-    let slots: Vec<Mutex<Option<Vec<LogRecord>>>> = batches.into_iter().map(|b| Mutex::new(Some(b))).collect();
+/// Ingests `batches` from `writers` threads with `put`; returns the timed
+/// seconds (to the first quiet moment after) and the process CPU seconds
+/// spent.
+pub(crate) fn ingest<R: Send>(
+    engine: &Engine,
+    writers: usize,
+    batches: Vec<Vec<R>>,
+    last: bool,
+    put: impl Fn(&Engine, Vec<R>) -> skein_engine::Result<IngestReport> + Sync,
+) -> Result<(f64, f64), String> {
+    let slots: Vec<Mutex<Option<Vec<R>>>> = batches.into_iter().map(|b| Mutex::new(Some(b))).collect();
     let next = AtomicU64::new(0);
     let cpu = crate::server::process_cpu_seconds();
     let started = Instant::now();
@@ -119,8 +126,8 @@ fn ingest(engine: &Engine, writers: usize, batches: Vec<Vec<LogRecord>>, last: b
                     loop {
                         let b = next.fetch_add(1, Ordering::Relaxed) as usize;
                         let Some(slot) = slots.get(b) else { return Ok(()) };
-                        let logs = slot.lock().map_err(|e| e.to_string())?.take().unwrap_or_default();
-                        let r = engine.ingest_logs(logs).map_err(|e| e.to_string())?;
+                        let records = slot.lock().map_err(|e| e.to_string())?.take().unwrap_or_default();
+                        let r = put(engine, records).map_err(|e| e.to_string())?;
                         if r.rejected > 0 {
                             return Err(format!("rejected: {:?}", r.errors));
                         }
@@ -292,7 +299,7 @@ pub fn run(args: &TextArgs) -> Result<(), String> {
                 batches.take().unwrap_or_default()
             };
             let side = &mut sides[i];
-            let (secs, cpu) = ingest(side.engine()?, args.writers, these, last)?;
+            let (secs, cpu) = ingest(side.engine()?, args.writers, these, last, Engine::ingest_logs)?;
             side.seconds += secs;
             side.cpu_seconds += cpu;
         }
