@@ -64,6 +64,7 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
         stats.as_ref(),
         app.admission.in_flight_bytes(),
         app.admission.max_bytes(),
+        app.sql.get().map_or(0, |s| s.running()),
     );
     let mut r = text.into_response();
     r.headers_mut().insert(

@@ -94,7 +94,7 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn rejected(app: &App, reason: &str) -> bool {
-        let text = app.metrics.render(None, 0, 1);
+        let text = app.metrics.render(None, 0, 1, 0);
         text.contains(&format!("skein_rejected_requests_total{{reason=\"{reason}\"}} 1\n"))
     }
 

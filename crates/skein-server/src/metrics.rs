@@ -127,7 +127,14 @@ impl Metrics {
         h.observe(secs);
     }
 
-    pub fn render(&self, engine: Option<&EngineStats>, in_flight: usize, in_flight_max: usize) -> String {
+    /// The exposition text; `sql_running` is [`skein_sql::Sql::running`].
+    pub fn render(
+        &self,
+        engine: Option<&EngineStats>,
+        in_flight: usize,
+        in_flight_max: usize,
+        sql_running: usize,
+    ) -> String {
         let mut out = String::with_capacity(8192);
         self.ingest_records.render(
             &mut out,
@@ -198,6 +205,12 @@ impl Metrics {
             "skein_ingest_inflight_max_bytes",
             "Admission budget.",
             in_flight_max as f64,
+        );
+        gauge(
+            &mut out,
+            "skein_sql_queries_running",
+            "SQL queries planned or streaming: one counts until its operators have stopped, after its answer ends or its client goes away.",
+            sql_running as f64,
         );
         if let Some(s) = engine {
             gauge(&mut out, "skein_spans", "Spans stored.", s.spans as f64);
@@ -481,7 +494,7 @@ mod tests {
     #[test]
     fn faults_and_failures_are_listed_for_every_kind() {
         let m = Metrics::new();
-        let healthy = m.render(Some(&EngineStats::default()), 0, 1);
+        let healthy = m.render(Some(&EngineStats::default()), 0, 1, 0);
         for kind in ["wal", "flush", "compaction", "payload"] {
             assert!(
                 healthy.contains(&format!("skein_engine_fault{{kind=\"{kind}\"}} 0\n")),
@@ -508,7 +521,7 @@ mod tests {
                 .collect(),
             ..Default::default()
         };
-        let faulted = m.render(Some(&stats), 0, 1);
+        let faulted = m.render(Some(&stats), 0, 1, 0);
         assert!(faulted.contains("skein_engine_fault{kind=\"flush\"} 1\n"), "{faulted}");
         assert!(faulted.contains("skein_engine_fault{kind=\"wal\"} 0\n"), "{faulted}");
         assert!(

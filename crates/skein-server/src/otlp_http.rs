@@ -175,7 +175,7 @@ mod tests {
             assert_eq!(status.code, UNAVAILABLE, "{enc:?}");
             assert_eq!(status.message, "storing failed: the engine is shutting down");
         }
-        let m = app.metrics.render(None, 0, 1);
+        let m = app.metrics.render(None, 0, 1, 0);
         assert!(
             m.contains("skein_rejected_requests_total{reason=\"unavailable\"} 2\n"),
             "{m}"

@@ -12,10 +12,18 @@
 //! Bounded: every query shares one memory pool (`--sql-memory`); a query
 //! needing more fails with [`SqlError::TooLarge`] rather than holding its
 //! input. Scans stream a batch at a time.
+//!
+//! Apart: queries run on a runtime of their own ([`exec`]), at a lower CPU
+//! priority, never on the caller's. A query is CPU work that yields only
+//! between batches (one batch of a nested-loop join can take seconds); on
+//! the server's I/O runtime it held the workers that answer `/metrics`,
+//! health checks and ingest. The answer reaches the caller through a
+//! channel; dropping it stops the query at its next batch.
 
 /// The DataFusion this crate is built on, for callers that stream answers.
 pub use datafusion;
 
+mod exec;
 pub mod output;
 pub mod provider;
 pub mod tables;
@@ -134,6 +142,7 @@ pub struct Sql {
     opts: SqlOptions,
     runtime: Arc<RuntimeEnv>,
     tables: Vec<Arc<Table>>,
+    exec: exec::Executor,
 }
 
 /// A planned query, ready to stream.
@@ -156,11 +165,18 @@ impl Sql {
             opts,
             runtime,
             tables: Table::all().into_iter().map(Arc::new).collect(),
+            exec: exec::Executor::new().map_err(|e| SqlError::Engine(format!("SQL runtime: {e}")))?,
         })
     }
 
     pub fn options(&self) -> &SqlOptions {
         &self.opts
+    }
+
+    /// Queries running now: planned or streaming, until their answer is
+    /// dropped or done and their operators have stopped.
+    pub fn running(&self) -> usize {
+        self.exec.running()
     }
 
     /// A fresh session with the tables and views registered (sessions are
@@ -191,8 +207,9 @@ impl Sql {
         Ok(ctx)
     }
 
-    /// Plans `query` (a single read-only statement) and starts it. Must run
-    /// inside a Tokio runtime (scans run on its blocking pool).
+    /// Plans `query` (a single read-only statement) and starts it on the
+    /// SQL runtime. The caller bounds the time each batch may take (the
+    /// planning is bounded here); dropping the answer stops the query.
     pub async fn run(&self, query: &str) -> Result<Answer, SqlError> {
         if query.trim().is_empty() {
             return Err(SqlError::Invalid("empty query: give one SELECT statement".into()));
@@ -202,13 +219,14 @@ impl Sql {
             .with_allow_ddl(false)
             .with_allow_dml(false)
             .with_allow_statements(false);
-        let plan = async {
-            let df = ctx.sql_with_options(query, read_only).await?;
+        let query = query.to_string();
+        let plan = async move {
+            let df = ctx.sql_with_options(&query, read_only).await?;
             let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
             let stream = df.execute_stream().await?;
-            Ok::<_, DataFusionError>(Answer { schema, stream })
+            Ok::<_, DataFusionError>((schema, stream))
         };
-        match tokio::time::timeout(self.opts.timeout, plan).await {
+        match tokio::time::timeout(self.opts.timeout, self.exec.start(plan)).await {
             Ok(r) => r.map_err(|e| self.error(e)),
             Err(_) => Err(SqlError::Timeout(self.opts.timeout)),
         }

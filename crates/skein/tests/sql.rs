@@ -249,3 +249,112 @@ fn a_query_past_the_timeout_is_stopped() {
     // The server still answers.
     assert_eq!(ok_json(&s, "SELECT 1 AS one")["rows"], json!([[1]]));
 }
+
+/// `skein_sql_queries_running` from `/metrics`.
+fn sql_running(s: &Server) -> f64 {
+    let text = reqwest::blocking::Client::new()
+        .get(format!("{}/metrics", s.api))
+        .timeout(Duration::from_secs(30))
+        .send()
+        .and_then(|r| r.text())
+        .expect("/metrics answers while a query runs");
+    text.lines()
+        .find_map(|l| l.strip_prefix("skein_sql_queries_running "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no skein_sql_queries_running in /metrics:\n{text}"))
+}
+
+/// Waits up to a minute for `f`.
+fn eventually(what: &str, f: impl Fn() -> bool) {
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while !f() {
+        assert!(std::time::Instant::now() < until, "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// CPU seconds (user and system) the process has used.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // After "pid (comm) ": state is field 3; utime and stime are 14 and 15.
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    // SAFETY: sysconf only reads its argument.
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+#[test]
+fn a_query_stops_when_its_client_goes_away() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("data"), &["--sql-timeout", "1h"]);
+    assert_eq!(sql_running(&s), 0.0);
+    // 10^11 rows, streamed: far more than the test waits for.
+    let client = reqwest::blocking::Client::new();
+    let mut r = client
+        .post(format!("{}/api/v1/sql", s.api))
+        .json(&json!({"query": "SELECT value * 2 AS v FROM generate_series(1, 100000000000)", "format": "ndjson"}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let mut got = 0;
+    let mut buf = vec![0u8; 1 << 16];
+    while got < 4 << 20 {
+        let n = r.read(&mut buf).unwrap();
+        assert!(n > 0, "the answer ended after {got} bytes");
+        got += n;
+    }
+    assert_eq!(sql_running(&s), 1.0);
+    drop(r);
+    drop(client);
+    eventually("the query runs on after its client went away", || {
+        sql_running(&s) == 0.0
+    });
+    // And it has stopped working, not only counting.
+    let before = cpu_seconds(s.pid());
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_seconds(s.pid()) - before;
+    assert!(
+        used < 1.0,
+        "the server used {used:.2} CPU seconds in the 2 s after the query stopped"
+    );
+}
+
+#[test]
+fn a_heavy_query_leaves_the_server_answering() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("data"), &["--sql-timeout", "20s"]);
+    // One batch of this nested-loop join is 10^10 comparisons: a single
+    // step of the query takes minutes, and nothing can interrupt it.
+    let api = s.api.clone();
+    let heavy = std::thread::spawn(move || {
+        reqwest::blocking::Client::new()
+            .post(format!("{api}/api/v1/sql"))
+            .json(&json!({"query": "SELECT count(*) FROM generate_series(1, 1000000) a, generate_series(1, 1000000) b WHERE a.value + b.value = 3"}))
+            .timeout(Duration::from_secs(120))
+            .send()
+            .map(|r| r.status().as_u16())
+    });
+    eventually("the query never started", || sql_running(&s) == 1.0);
+    // While it computes, the API, /metrics and ingest answer.
+    let quick = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        assert_eq!(sql_running(&s), 1.0);
+        let r = quick.get(format!("{}/api/v1/services", s.api)).send().unwrap();
+        assert_eq!(r.status(), 200);
+        let span = json!({"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "busy"}}]},
+            "scopeSpans": [{"spans": [{"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174",
+            "name": "op", "kind": 2, "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000000100000000"}]}]}]});
+        let r = quick
+            .post(format!("{}/v1/traces", s.otlp_http))
+            .json(&span)
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    // The query is stopped by its timeout, a 400 naming it.
+    assert_eq!(heavy.join().unwrap().unwrap(), 400);
+}
