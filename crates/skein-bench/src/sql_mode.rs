@@ -36,6 +36,8 @@ pub struct SqlArgs {
 /// The issue's target for the query over 10M spans.
 const TARGET_S: f64 = 1.0;
 const BATCH_TRACES: u64 = 500;
+/// How far past now the corpus's hour ends.
+const SLACK: Duration = Duration::from_secs(600);
 
 pub const QUERY: &str = "SELECT service_name, count(*) AS spans, approx_percentile_cont(duration_ns, 0.95) AS p95_ns \
      FROM spans WHERE start_time_unix_nano > now() - INTERVAL '1 hour' GROUP BY service_name";
@@ -104,9 +106,11 @@ fn query(http: &reqwest::blocking::Client, api: &str) -> Result<(f64, u64), Stri
 
 pub fn run(args: &SqlArgs) -> Result<(), String> {
     let machine = Machine::probe();
-    // The window ends a minute from now, so that every span stays inside
-    // `now() - 1 hour` while the load runs.
-    let corpus = Corpus::new(args.spans, now_ns() + 60_000_000_000);
+    // The corpus's hour ends ten minutes from now, so that every span stays
+    // inside `now() - 1 hour` while the load and the runs take (10M spans
+    // load in about a minute here; with one minute of slack the oldest
+    // spans aged out before the first run).
+    let corpus = Corpus::new(args.spans, now_ns() + SLACK.as_nanos() as u64);
     let server = SkeinProcess::start(&args.skein_bin, &[])?;
     let http = reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(300))
@@ -115,6 +119,11 @@ pub fn run(args: &SqlArgs) -> Result<(), String> {
     let started = Instant::now();
     load(&http, &server, &corpus)?;
     let load_s = started.elapsed().as_secs_f64();
+    if started.elapsed() >= SLACK {
+        return Err(format!(
+            "the load took {load_s:.0} s: the oldest spans have left the query's hour"
+        ));
+    }
     let mut times = Vec::new();
     let mut counted = 0;
     for _ in 0..args.runs.max(1) {
