@@ -929,6 +929,10 @@ struct SessionAcc<'p> {
     agents: Names,
     /// The session last marked: spans of one session come in runs.
     last: Option<u32>,
+    /// Whether some trace has spans of two sessions (the first noted then
+    /// owns it). If none has, a call that carries a session is in that
+    /// session, found by name without looking its trace up.
+    ambiguous: bool,
 }
 
 impl<'p> SessionAcc<'p> {
@@ -941,6 +945,7 @@ impl<'p> SessionAcc<'p> {
             models: Names::few(),
             agents: Names::few(),
             last: None,
+            ambiguous: false,
         }
     }
 
@@ -950,8 +955,12 @@ impl<'p> SessionAcc<'p> {
 
     /// Notes that `trace` has a span of `session`: the first noted wins.
     fn mark(&mut self, trace: u128, session: &str) {
-        let std::collections::hash_map::Entry::Vacant(v) = self.traces.entry(trace) else {
-            return;
+        let v = match self.traces.entry(trace) {
+            std::collections::hash_map::Entry::Vacant(v) => v,
+            std::collections::hash_map::Entry::Occupied(o) => {
+                self.ambiguous |= self.sessions.name(*o.get()) != session;
+                return;
+            }
         };
         let s = match self.last {
             Some(s) if self.sessions.name(s) == session => s,
@@ -969,9 +978,23 @@ impl<'p> SessionAcc<'p> {
         if !r.counts() {
             return;
         }
-        let Some(&s) = self.traces.get(&r.trace_id) else {
-            return;
+        // Both passes see the same rows (in the window, not superseded), so
+        // a call that carries a session was noted under it; by name is a
+        // lookup among sessions, far fewer than traces.
+        let s = match r.session {
+            Some(name) if !self.ambiguous => match self.last {
+                Some(s) if self.sessions.name(s) == name => s,
+                _ => match self.sessions.get(name) {
+                    Some(s) => s,
+                    None => return,
+                },
+            },
+            _ => match self.traces.get(&r.trace_id) {
+                Some(&s) => s,
+                None => return,
+            },
         };
+        self.last = Some(s);
         let a = &mut self.aggs[s as usize];
         a.start = a.start.min(r.time);
         a.end = a.end.max(r.time.saturating_add(r.duration_ns));
