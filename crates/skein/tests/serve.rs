@@ -604,6 +604,10 @@ fn every_api_route_answers_its_documented_shape() {
     );
     assert_eq!(len(&a("GET /api/v1/services/{service}/operations")["operations"]), 2);
     assert_eq!(a("GET /api/v1/summary")["error_spans"], 1);
+    assert!(a("GET /api/v1/summary")["findings"].is_array());
+    let without = s.get_json("/api/v1/summary?findings=false");
+    assert_eq!(without["error_spans"], 1);
+    assert!(without.get("findings").is_none(), "{without}");
     let usage = &a("GET /api/v1/llm/usage")["groups"][0];
     assert_eq!((usage["key"].clone(), usage["calls"].clone()), ("svc".into(), 1.into()));
     assert_eq!(usage["input_tokens"], 1000);

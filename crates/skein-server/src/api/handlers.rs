@@ -389,6 +389,9 @@ pub async fn summary(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
     let w = window_param(&mut p, Some("1h"))?;
     let service = p.get("service");
     let explain = p.flag("explain")?;
+    // `findings=false` leaves the diagnosis out: the UI's overview asks
+    // for it separately, and it is most of the answer's cost.
+    let findings = p.flag_or("findings", true)?;
     p.finish()?;
     blocking(&app, "summary", move |e| {
         let (s, ex) = e.summary(w, service.as_deref())?;
@@ -398,7 +401,9 @@ pub async fn summary(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
         // most): what changed, and why.
         let end = w.end.min(now_ns());
         let lookback = Window::new(w.start.max(end.saturating_sub(SUMMARY_LOOKBACK_NS)), end);
-        if lookback.start < lookback.end {
+        if !findings {
+            // Absent rather than empty: nothing was looked for.
+        } else if lookback.start < lookback.end {
             let (d, _) = e.diagnose(&skein_engine::DiagnoseRequest {
                 window: lookback,
                 split_at: None,

@@ -199,7 +199,7 @@ pub fn spec() -> Value {
                 v.extend(agg.clone());
                 v
             }, "{service, window, operations: [...]}")},
-            "/api/v1/summary": {"get": op("What happened in a window (default last=1h).", summary, "{spans, traces, error_spans, latency, top_services, top_error_operations, logs_by_severity, metric_series, ...}")},
+            "/api/v1/summary": {"get": op("What happened in a window (default last=1h), with the top findings of a diagnosis (findings=false leaves them out).", summary, "{spans, traces, error_spans, latency, top_services, top_error_operations, logs_by_severity, metric_series, ...}")},
             "/api/v1/anomalies": {"get": op("Diagnosis: per operation, and per service for a change spread over its operations (operation null), where error rate or latency changed within the look-back, the cause (own time grew, errors begin there) before the operations that only inherited it, and the evidence (error templates, attribute values that came with the change, exemplar traces), ranked by impact.", vec![
                 param("lookback", "How far back to search for a change point, default 1h (at most 31d)."),
                 param("until", "End of the look-back, default now."),

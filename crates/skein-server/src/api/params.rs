@@ -123,13 +123,18 @@ impl Params {
     }
 
     pub fn flag(&mut self, name: &str) -> Result<bool, ApiError> {
+        self.flag_or(name, false)
+    }
+
+    /// A boolean parameter, `default` when absent.
+    pub fn flag_or(&mut self, name: &str, default: bool) -> Result<bool, ApiError> {
         Ok(self
             .parse(name, |v| match v {
                 "" | "true" | "1" | "yes" => Ok(true),
                 "false" | "0" | "no" => Ok(false),
                 _ => Err("must be true or false".into()),
             })?
-            .unwrap_or(false))
+            .unwrap_or(default))
     }
 
     pub fn limit(&mut self, default: usize, max: usize) -> Result<usize, ApiError> {

@@ -19,7 +19,8 @@ export async function render(root, { signal }) {
   // The diagnosis looks back over the window (its last 31 days at most).
   const anomalyParams = w.lookback ? { lookback: w.lookback } : { lookback: diagLookback(w), until: w.params.until };
   const [summary, services, series, anomalies] = await Promise.allSettled([
-    get('/api/v1/summary', windowParams, signal),
+    // Its findings would repeat the anomalies call below.
+    get('/api/v1/summary', { ...windowParams, findings: 'false' }, signal),
     get('/api/v1/services', windowParams, signal),
     get('/api/v1/series/services', { ...windowParams, points: 40 }, signal),
     get('/api/v1/anomalies', { ...anomalyParams, limit: 8 }, signal),
