@@ -20,20 +20,10 @@ use crate::stats::Samples;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct EngineArgs {
+    #[command(flatten)]
+    pub run: crate::inproc::InProcArgs,
     #[arg(long, default_value_t = 1_000_000)]
     pub spans: u64,
-    #[arg(long, default_value_t = 1000)]
-    pub batch: u64,
-    /// Concurrent writer threads (they share fsyncs through group commit).
-    #[arg(long, default_value_t = 4)]
-    pub writers: usize,
-    #[arg(long, default_value = "fsync")]
-    pub durability: String,
-    /// Data directory (default: a temp dir, deleted afterwards).
-    #[arg(long)]
-    pub dir: Option<PathBuf>,
-    #[arg(long, default_value = ".")]
-    pub out: PathBuf,
     /// Skip the memory probe (a child process that ingests and compacts
     /// the corpus on its own, so its peak RSS is the engine's alone).
     #[arg(long)]
@@ -179,7 +169,7 @@ fn run_corpus(args: &EngineArgs, agent_corpus: bool) -> Result<(), String> {
         .prefix("skein-engine-bench-")
         .tempdir()
         .map_err(|e| e.to_string())?;
-    let dir = args.dir.clone().unwrap_or_else(|| tmp.path().join("data"));
+    let dir = args.run.dir.clone().unwrap_or_else(|| tmp.path().join("data"));
     // First, in a child process of its own, the engine's peak memory: the
     // throughput run below holds the whole corpus in memory, which would
     // swamp the engine's own footprint.
@@ -235,7 +225,7 @@ fn run_corpus(args: &EngineArgs, agent_corpus: bool) -> Result<(), String> {
     engine.close().map_err(|e| e.to_string())?;
     drop(engine);
     let t = Instant::now();
-    let reopened = open(&dir, &args.durability)?;
+    let reopened = open(&dir, &args.run.durability)?;
     let restart_ms = t.elapsed().as_secs_f64() * 1000.0;
     let st = reopened.stats();
     let rss = crate::server::proc_status_kib(std::process::id(), "VmRSS:") * 1024;
@@ -243,7 +233,7 @@ fn run_corpus(args: &EngineArgs, agent_corpus: bool) -> Result<(), String> {
 
     let result = json!({
         "machine": machine.finish(),
-        "params": {"spans": corpus.span_count(), "traces": corpus.traces(), "corpus": corpus.name(), "batch": args.batch, "writers": args.writers, "durability": args.durability, "rounds": rounds},
+        "params": {"spans": corpus.span_count(), "traces": corpus.traces(), "corpus": corpus.name(), "batch": args.run.batch, "writers": args.run.writers, "durability": args.run.durability, "rounds": rounds},
         "results": {
             "ingest_spans_per_sec": median.spans_per_sec,
             "ingest_rounds_spans_per_sec": all_rates,
@@ -266,7 +256,7 @@ fn run_corpus(args: &EngineArgs, agent_corpus: bool) -> Result<(), String> {
         },
     });
     let mode = if agent_corpus { "engine_agent" } else { "engine" };
-    crate::report::write(&args.out, mode, result)
+    crate::report::write(&args.run.out, mode, result)
 }
 
 /// Writes back every dirty page of every filesystem (`sync`), so a round
@@ -292,7 +282,7 @@ struct Round {
 /// Ingests the whole corpus into a new engine on `dir`, timing only the
 /// ingest (batches are generated before, and held in memory).
 fn ingest_round(args: &EngineArgs, corpus: &EngineCorpus, dir: &std::path::Path) -> Result<(Engine, Round), String> {
-    let per = corpus.per_batch(args.batch);
+    let per = corpus.per_batch(args.run.batch);
     let traces = corpus.traces();
     let pb = bar(corpus.span_count(), "generating batches");
     let batches: Vec<Mutex<Option<Vec<Span>>>> = (0..traces.div_ceil(per))
@@ -304,7 +294,7 @@ fn ingest_round(args: &EngineArgs, corpus: &EngineCorpus, dir: &std::path::Path)
         .collect();
     pb.finish_and_clear();
 
-    let engine = open(dir, &args.durability)?;
+    let engine = open(dir, &args.run.durability)?;
     let pb = bar(corpus.span_count(), "ingesting");
     let started = Instant::now();
     let cpu_started = crate::server::process_cpu_seconds();
@@ -313,7 +303,7 @@ fn ingest_round(args: &EngineArgs, corpus: &EngineCorpus, dir: &std::path::Path)
         let slot = batches[b as usize].lock().map_err(|e| e.to_string())?.take();
         Ok(slot.unwrap_or_default())
     };
-    ingest_concurrently(&engine, args.writers, batches.len() as u64, &take, &pb)?;
+    ingest_concurrently(&engine, args.run.writers, batches.len() as u64, &take, &pb)?;
     let seconds = started.elapsed().as_secs_f64();
     let cpu_us_per_span = (crate::server::process_cpu_seconds() - cpu_started) * 1e6 / corpus.span_count() as f64;
     pb.finish_and_clear();
@@ -343,9 +333,9 @@ fn memory_probe(args: &EngineArgs, agent_corpus: bool) -> Result<serde_json::Val
             .arg("--dir")
             .arg(&dir)
             .args(["--spans", &args.spans.to_string()])
-            .args(["--batch", &args.batch.to_string()])
-            .args(["--writers", &args.writers.to_string()])
-            .args(["--durability", &args.durability])
+            .args(["--batch", &args.run.batch.to_string()])
+            .args(["--writers", &args.run.writers.to_string()])
+            .args(["--durability", &args.run.durability])
             .stderr(std::process::Stdio::inherit());
         if reopen {
             cmd.arg("--reopen");

@@ -17,51 +17,37 @@
 //! generator's model calls, the renamed one none.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde_json::json;
-use skein_engine::{Engine, EngineOptions, PayloadPolicy, UsageGroupBy, Window};
+use skein_engine::{Engine, PayloadPolicy, UsageGroupBy, Window};
 use skein_model::Span;
 use skein_model::corpus::agent::AgentCorpus;
 
 use crate::e2e::bar;
+use crate::inproc::ingest;
 use crate::machine::Machine;
-use crate::text_mode::ingest;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct LlmArgs {
+    #[command(flatten)]
+    pub run: crate::inproc::InProcArgs,
     /// Spans to ingest into each engine, e.g. 1M.
     #[arg(long, default_value = "1M")]
     pub spans: String,
     /// Spans generated (and held) at a time.
     #[arg(long, default_value = "250k")]
     pub chunk: String,
-    #[arg(long, default_value_t = 1000)]
-    pub batch: u64,
-    #[arg(long, default_value_t = 4)]
-    pub writers: usize,
-    #[arg(long, default_value = "fsync")]
-    pub durability: String,
-    /// Where the two data directories go (default: a temp dir, deleted).
-    #[arg(long)]
-    pub dir: Option<PathBuf>,
-    #[arg(long, default_value = ".")]
-    pub out: PathBuf,
 }
 
 /// Payloads from 256 bytes on, GenAI content or not (see the module doc).
 const PAYLOAD_BYTES: usize = 256;
 
 fn open(dir: &Path, durability: &str) -> Result<Engine, String> {
-    let mut o = EngineOptions::new(dir);
-    o.durability = durability.parse()?;
+    let mut o = crate::inproc::quiet_options(dir, durability)?;
     o.payloads = PayloadPolicy {
         threshold: PAYLOAD_BYTES,
         content_min: PAYLOAD_BYTES,
     };
-    // No merges while idle: the engine not being timed must stay quiet.
-    o.compaction.idle_after = Duration::from_secs(86_400);
-    o.hot_max_age = Duration::from_secs(86_400);
     Engine::open(o).map_err(|e| e.to_string())
 }
 
@@ -87,7 +73,7 @@ struct Side {
 pub fn run(args: &LlmArgs) -> Result<(), String> {
     let machine = Machine::probe();
     let n = crate::ladder::parse_count(&args.spans)?;
-    let chunk = crate::ladder::parse_count(&args.chunk)?.max(args.batch);
+    let chunk = crate::ladder::parse_count(&args.chunk)?.max(args.run.batch);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
@@ -98,14 +84,14 @@ pub fn run(args: &LlmArgs) -> Result<(), String> {
         .prefix("skein-llm-bench-")
         .tempdir()
         .map_err(|e| e.to_string())?;
-    let root = args.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
+    let root = args.run.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
     let mut sides = Vec::new();
     for (name, genai) in [("with", true), ("without", false)] {
         let dir = root.join(format!("llm-columns-{name}"));
         sides.push(Side {
             name,
             genai,
-            engine: open(&dir, &args.durability)?,
+            engine: open(&dir, &args.run.durability)?,
             dir,
             seconds: 0.0,
             cpu_seconds: 0.0,
@@ -133,10 +119,10 @@ pub fn run(args: &LlmArgs) -> Result<(), String> {
         let mut inputs = [Some(spans), Some(renamed)];
         for &i in &order {
             let these = inputs[i].take().unwrap_or_default();
-            let batches: Vec<Vec<Span>> = these.chunks(args.batch as usize).map(<[Span]>::to_vec).collect();
+            let batches: Vec<Vec<Span>> = these.chunks(args.run.batch as usize).map(<[Span]>::to_vec).collect();
             drop(these);
             let side = &mut sides[i];
-            let (secs, cpu) = ingest(&side.engine, args.writers, batches, last, Engine::ingest_spans)?;
+            let (secs, cpu) = ingest(&side.engine, args.run.writers, batches, last, Engine::ingest_spans)?;
             side.seconds += secs;
             side.cpu_seconds += cpu;
         }
@@ -190,10 +176,10 @@ pub fn run(args: &LlmArgs) -> Result<(), String> {
     let slowdown = 1.0 - rate(with) / rate(without).max(f64::MIN_POSITIVE);
     let result = json!({
         "machine": machine.finish(),
-        "params": {"spans": n, "chunk": chunk, "batch": args.batch, "writers": args.writers,
-                   "durability": args.durability, "payload_bytes": PAYLOAD_BYTES},
+        "params": {"spans": n, "chunk": chunk, "batch": args.run.batch, "writers": args.run.writers,
+                   "durability": args.run.durability, "payload_bytes": PAYLOAD_BYTES},
         "corpus": {"name": "agent", "spans": n, "traces": corpus.traces, "llm_spans": llm_spans},
         "results": {"with": with, "without": without, "ingest_slowdown_with_llm_columns": slowdown},
     });
-    crate::report::write(&args.out, "llm", result)
+    crate::report::write(&args.run.out, "llm", result)
 }

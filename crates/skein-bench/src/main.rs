@@ -5,6 +5,7 @@ mod e2e;
 mod engine_mode;
 mod expected;
 mod http1;
+mod inproc;
 mod ladder;
 mod llm_mode;
 mod load;

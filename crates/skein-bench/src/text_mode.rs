@@ -13,12 +13,10 @@
 //! its own.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use skein_engine::{Engine, EngineOptions, IngestReport, LogQuery, TextQuery};
+use skein_engine::{Engine, LogQuery, TextQuery};
 use skein_model::LogRecord;
 use skein_model::corpus::agent::{self, AgentCorpus};
 
@@ -29,23 +27,14 @@ use crate::stats::Samples;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct TextArgs {
+    #[command(flatten)]
+    pub run: crate::inproc::InProcArgs,
     /// Log records to ingest, e.g. 1M, 10M.
     #[arg(long, default_value = "1M")]
     pub logs: String,
     /// Records generated (and held) at a time.
     #[arg(long, default_value = "1M")]
     pub chunk: String,
-    #[arg(long, default_value_t = 1000)]
-    pub batch: u64,
-    #[arg(long, default_value_t = 4)]
-    pub writers: usize,
-    #[arg(long, default_value = "fsync")]
-    pub durability: String,
-    /// Where the two data directories go (default: a temp dir, deleted).
-    #[arg(long)]
-    pub dir: Option<PathBuf>,
-    #[arg(long, default_value = ".")]
-    pub out: PathBuf,
     /// Samples of each query with the index on; with it off (a scan).
     #[arg(long, default_value_t = 20)]
     pub queries: usize,
@@ -61,12 +50,8 @@ const RARE_LIMIT: usize = 1000;
 const COMMON_LIMIT: usize = 100;
 
 fn open(dir: &Path, durability: &str, full_text: bool) -> Result<Engine, String> {
-    let mut o = EngineOptions::new(dir);
-    o.durability = durability.parse()?;
+    let mut o = crate::inproc::quiet_options(dir, durability)?;
     o.full_text = full_text;
-    // No merges while idle: the engine not being timed must stay quiet.
-    o.compaction.idle_after = Duration::from_secs(86_400);
-    o.hot_max_age = Duration::from_secs(86_400);
     Engine::open(o).map_err(|e| e.to_string())
 }
 
@@ -86,65 +71,6 @@ impl Side {
             .as_ref()
             .ok_or_else(|| format!("engine {} is closed", self.name))
     }
-}
-
-/// Waits until nothing is frozen and no merge runs for 700 ms (longer than
-/// the compaction thread's poll); returns when that quiet began.
-pub(crate) fn quiet_since(engine: &Engine) -> Instant {
-    let mut since: Option<Instant> = None;
-    loop {
-        let st = engine.stats();
-        let busy = st.frozen_tiers > 0 || st.compacting;
-        match (busy, since) {
-            (true, _) => since = None,
-            (false, None) => since = Some(Instant::now()),
-            (false, Some(s)) if s.elapsed() >= Duration::from_millis(700) => return s,
-            _ => {}
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// Ingests `batches` from `writers` threads with `put`; returns the timed
-/// seconds (to the first quiet moment after) and the process CPU seconds
-/// spent.
-pub(crate) fn ingest<R: Send>(
-    engine: &Engine,
-    writers: usize,
-    batches: Vec<Vec<R>>,
-    last: bool,
-    put: impl Fn(&Engine, Vec<R>) -> skein_engine::Result<IngestReport> + Sync,
-) -> Result<(f64, f64), String> {
-    let slots: Vec<Mutex<Option<Vec<R>>>> = batches.into_iter().map(|b| Mutex::new(Some(b))).collect();
-    let next = AtomicU64::new(0);
-    let cpu = crate::server::process_cpu_seconds();
-    let started = Instant::now();
-    std::thread::scope(|s| {
-        let threads: Vec<_> = (0..writers)
-            .map(|_| {
-                s.spawn(|| -> Result<(), String> {
-                    loop {
-                        let b = next.fetch_add(1, Ordering::Relaxed) as usize;
-                        let Some(slot) = slots.get(b) else { return Ok(()) };
-                        let records = slot.lock().map_err(|e| e.to_string())?.take().unwrap_or_default();
-                        let r = put(engine, records).map_err(|e| e.to_string())?;
-                        if r.rejected > 0 {
-                            return Err(format!("rejected: {:?}", r.errors));
-                        }
-                    }
-                })
-            })
-            .collect();
-        threads
-            .into_iter()
-            .try_for_each(|t| t.join().map_err(|_| "writer panicked".to_string())?)
-    })?;
-    if last {
-        engine.flush().map_err(|e| e.to_string())?;
-    }
-    let quiet = quiet_since(engine);
-    let seconds = quiet.duration_since(started).as_secs_f64();
-    Ok((seconds, crate::server::process_cpu_seconds() - cpu))
 }
 
 /// Bytes of files under `dir` (recursively) whose name ends with `suffix`.
@@ -230,7 +156,7 @@ fn measure(engine: &Engine, want: &Want, samples: usize, budget: f64) -> Result<
 pub fn run(args: &TextArgs) -> Result<(), String> {
     let machine = Machine::probe();
     let n = crate::ladder::parse_count(&args.logs)?;
-    let chunk = crate::ladder::parse_count(&args.chunk)?.max(args.batch);
+    let chunk = crate::ladder::parse_count(&args.chunk)?.max(args.run.batch);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
@@ -240,14 +166,14 @@ pub fn run(args: &TextArgs) -> Result<(), String> {
         .prefix("skein-text-bench-")
         .tempdir()
         .map_err(|e| e.to_string())?;
-    let root = args.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
+    let root = args.run.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
     let mut sides = Vec::new();
     for (name, full_text) in [("on", true), ("off", false)] {
         let dir = root.join(format!("full-text-{name}"));
         sides.push(Side {
             name,
             full_text,
-            engine: Some(open(&dir, &args.durability, full_text)?),
+            engine: Some(open(&dir, &args.run.durability, full_text)?),
             dir,
             seconds: 0.0,
             cpu_seconds: 0.0,
@@ -287,7 +213,10 @@ pub fn run(args: &TextArgs) -> Result<(), String> {
                 want.rare.push(log_key(l));
             }
         }
-        let batches: Vec<Vec<LogRecord>> = logs.chunks(args.batch as usize).map(<[LogRecord]>::to_vec).collect();
+        let batches: Vec<Vec<LogRecord>> = logs
+            .chunks(args.run.batch as usize)
+            .map(<[LogRecord]>::to_vec)
+            .collect();
         drop(logs);
         let last = to == n;
         let order: [usize; 2] = if round % 2 == 0 { [0, 1] } else { [1, 0] };
@@ -299,7 +228,8 @@ pub fn run(args: &TextArgs) -> Result<(), String> {
                 batches.take().unwrap_or_default()
             };
             let side = &mut sides[i];
-            let (secs, cpu) = ingest(side.engine()?, args.writers, these, last, Engine::ingest_logs)?;
+            let (secs, cpu) =
+                crate::inproc::ingest(side.engine()?, args.run.writers, these, last, Engine::ingest_logs)?;
             side.seconds += secs;
             side.cpu_seconds += cpu;
         }
@@ -351,7 +281,7 @@ pub fn run(args: &TextArgs) -> Result<(), String> {
         drop(engine);
         // Reopened alone: what its indexes hold resident.
         let rss_before = crate::server::proc_status_kib(std::process::id(), "VmRSS:");
-        let reopened = open(&side.dir, &args.durability, side.full_text)?;
+        let reopened = open(&side.dir, &args.run.durability, side.full_text)?;
         let rss_after = crate::server::proc_status_kib(std::process::id(), "VmRSS:");
         let st_reopened = reopened.stats();
         if st_reopened.logs != n {
@@ -388,12 +318,12 @@ pub fn run(args: &TextArgs) -> Result<(), String> {
         1.0 - on["ingest_logs_per_sec"].as_f64().unwrap_or(0.0) / off["ingest_logs_per_sec"].as_f64().unwrap_or(1.0);
     let result = json!({
         "machine": machine.finish(),
-        "params": {"logs": n, "chunk": chunk, "batch": args.batch, "writers": args.writers, "durability": args.durability,
+        "params": {"logs": n, "chunk": chunk, "batch": args.run.batch, "writers": args.run.writers, "durability": args.run.durability,
                    "queries": args.queries, "queries_off": args.queries_off, "rare_limit": RARE_LIMIT, "common_limit": COMMON_LIMIT},
         "corpus": {"name": "agent", "logs": n, "traces": corpus.traces, "body_bytes": want.body_bytes,
                    "rare_word": agent::RARE_WORD, "rare_word_logs": want.rare.len(), "rare_every": agent::RARE_EVERY,
                    "common_word": AgentCorpus::common_word(), "common_word_logs": want.common_logs},
         "results": {"on": on, "off": off, "ingest_slowdown_with_index": slowdown},
     });
-    crate::report::write(&args.out, "text", result)
+    crate::report::write(&args.run.out, "text", result)
 }

@@ -1,0 +1,98 @@
+//! What the in-process modes (`engine`, `text`, `llm`) share: the ingest
+//! flags, an engine that merges only when told, and the timed ingest of a
+//! chunk of batches from writer threads.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use skein_engine::{Engine, EngineOptions, IngestReport};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct InProcArgs {
+    /// Records per ingest call.
+    #[arg(long, default_value_t = 1000)]
+    pub batch: u64,
+    /// Concurrent writer threads (they share fsyncs through group commit).
+    #[arg(long, default_value_t = 4)]
+    pub writers: usize,
+    #[arg(long, default_value = "fsync")]
+    pub durability: String,
+    /// Where the data directories go (default: a temp dir, deleted
+    /// afterwards).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    #[arg(long, default_value = ".")]
+    pub out: PathBuf,
+}
+
+/// Options of an engine in `dir` that never merges or flushes on its own
+/// for being idle: when two engines are compared, the one not being timed
+/// must stay quiet.
+pub fn quiet_options(dir: &Path, durability: &str) -> Result<EngineOptions, String> {
+    let mut o = EngineOptions::new(dir);
+    o.durability = durability.parse()?;
+    o.compaction.idle_after = Duration::from_secs(86_400);
+    o.hot_max_age = Duration::from_secs(86_400);
+    Ok(o)
+}
+
+/// Waits until nothing is frozen and no merge runs for 700 ms (longer than
+/// the compaction thread's poll); returns when that quiet began.
+pub fn quiet_since(engine: &Engine) -> Instant {
+    let mut since: Option<Instant> = None;
+    loop {
+        let st = engine.stats();
+        let busy = st.frozen_tiers > 0 || st.compacting;
+        match (busy, since) {
+            (true, _) => since = None,
+            (false, None) => since = Some(Instant::now()),
+            (false, Some(s)) if s.elapsed() >= Duration::from_millis(700) => return s,
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Ingests `batches` from `writers` threads with `put` (then flushes, if
+/// `last`); returns the timed seconds (to the first quiet moment after)
+/// and the process CPU seconds spent.
+pub fn ingest<R: Send>(
+    engine: &Engine,
+    writers: usize,
+    batches: Vec<Vec<R>>,
+    last: bool,
+    put: impl Fn(&Engine, Vec<R>) -> skein_engine::Result<IngestReport> + Sync,
+) -> Result<(f64, f64), String> {
+    let slots: Vec<Mutex<Option<Vec<R>>>> = batches.into_iter().map(|b| Mutex::new(Some(b))).collect();
+    let next = AtomicU64::new(0);
+    let cpu = crate::server::process_cpu_seconds();
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        let threads: Vec<_> = (0..writers)
+            .map(|_| {
+                s.spawn(|| -> Result<(), String> {
+                    loop {
+                        let b = next.fetch_add(1, Ordering::Relaxed) as usize;
+                        let Some(slot) = slots.get(b) else { return Ok(()) };
+                        let records = slot.lock().map_err(|e| e.to_string())?.take().unwrap_or_default();
+                        let r = put(engine, records).map_err(|e| e.to_string())?;
+                        if r.rejected > 0 {
+                            return Err(format!("rejected: {:?}", r.errors));
+                        }
+                    }
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .try_for_each(|t| t.join().map_err(|_| "writer panicked".to_string())?)
+    })?;
+    if last {
+        engine.flush().map_err(|e| e.to_string())?;
+    }
+    let quiet = quiet_since(engine);
+    let seconds = quiet.duration_since(started).as_secs_f64();
+    Ok((seconds, crate::server::process_cpu_seconds() - cpu))
+}
