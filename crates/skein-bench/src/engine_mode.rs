@@ -3,7 +3,6 @@
 //! commit, bytes per span after compaction, index memory after restart, and
 //! query latency on data spread over the hot tier and parts.
 
-use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -87,16 +86,11 @@ impl EngineCorpus {
 /// Arguments of the memory probe child (`skein-bench engine-memory`).
 #[derive(clap::Args, Debug, Clone)]
 pub struct MemoryArgs {
+    /// `--dir` is the data directory to fill (or reopen).
+    #[command(flatten)]
+    pub run: crate::inproc::InProcArgs,
     #[arg(long, default_value_t = 1_000_000)]
     pub spans: u64,
-    #[arg(long, default_value_t = 1000)]
-    pub batch: u64,
-    #[arg(long, default_value_t = 4)]
-    pub writers: usize,
-    #[arg(long, default_value = "fsync")]
-    pub durability: String,
-    #[arg(long)]
-    pub dir: PathBuf,
     /// Only reopen `dir` and report resident memory.
     #[arg(long)]
     pub reopen: bool,
@@ -367,11 +361,12 @@ fn memory_probe(args: &EngineArgs, agent_corpus: bool) -> Result<serde_json::Val
 /// to one part, and prints the process's peak RSS (VmHWM). With
 /// `--reopen`: opens the data dir and prints the resident memory then.
 pub fn memory(args: &MemoryArgs) -> Result<(), String> {
+    let dir = args.run.dir.as_deref().ok_or("engine-memory needs --dir")?;
     let self_kib = |key| crate::server::proc_status_kib(std::process::id(), key);
     let baseline_kib = self_kib("VmRSS:");
     if args.reopen {
         let t = Instant::now();
-        let engine = open(&args.dir, &args.durability)?;
+        let engine = open(dir, &args.run.durability)?;
         let open_ms = t.elapsed().as_secs_f64() * 1000.0;
         let st = engine.stats();
         println!(
@@ -387,13 +382,13 @@ pub fn memory(args: &MemoryArgs) -> Result<(), String> {
         return Ok(());
     }
     let corpus = EngineCorpus::new(args.agent, args.spans, now_ns());
-    let per = corpus.per_batch(args.batch);
+    let per = corpus.per_batch(args.run.batch);
     let traces = corpus.traces();
-    let engine = open(&args.dir, &args.durability)?;
+    let engine = open(dir, &args.run.durability)?;
     let generate = |b: u64| Ok(corpus.spans(b * per..((b + 1) * per).min(traces)));
     ingest_concurrently(
         &engine,
-        args.writers,
+        args.run.writers,
         traces.div_ceil(per),
         &generate,
         &indicatif::ProgressBar::hidden(),
