@@ -25,6 +25,7 @@ pub use datafusion;
 
 mod exec;
 pub mod output;
+mod payload_fn;
 pub mod provider;
 pub mod tables;
 
@@ -199,6 +200,9 @@ impl Sql {
             )
             .map_err(|e| SqlError::Engine(e.to_string()))?;
         }
+        ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(
+            payload_fn::PayloadFn::new(self.engine.clone()),
+        ));
         // Views are planned into their queries, so filters on them reach
         // the tables' scans (and the engine's indexes) all the same.
         for v in VIEWS {

@@ -358,3 +358,39 @@ fn a_heavy_query_leaves_the_server_answering() {
     // The query is stopped by its timeout, a 400 naming it.
     assert_eq!(heavy.join().unwrap().unwrap(), 400);
 }
+
+#[test]
+fn payload_gives_the_text_a_reference_stands_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("data"), &[]);
+    let prompt: String = (0..800).map(|i| format!("w{i} ")).collect();
+    let body = json!({"resourceSpans": [{
+    "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "agent"}}]},
+    "scopeSpans": [{"spans": [{"traceId": "7b8efff798038103d269b633813fc60c", "spanId": "aee19b7ec3c1b174",
+        "name": "chat", "kind": 3, "startTimeUnixNano": "1767225600000000000", "endTimeUnixNano": "1767225600100000000",
+        "attributes": [
+            {"key": "gen_ai.input.messages", "value": {"stringValue": prompt}},
+            {"key": "note", "value": {"stringValue": "short"}},
+            {"key": "blob", "value": {"bytesValue": "AAECAw=="}},
+        ]}]}]}]});
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{}/v1/traces", s.otlp_http))
+        .json(&body)
+        .send()
+        .unwrap();
+    assert!(r.status().is_success());
+    let v = ok_json(
+        &s,
+        "SELECT attributes['gen_ai.input.messages'] AS stored, payload(attributes['gen_ai.input.messages']) AS full, \
+         payload(attributes['note']) AS note, payload(attributes['missing']) AS missing, \
+         payload('{\"$payload\":\"blake3:0000000000000000000000000000000000000000000000000000000000000000\",\"bytes\":1,\"preview\":\"x\"}') AS gone \
+         FROM spans",
+    );
+    let row = &v["rows"][0];
+    let stored = row[0].as_str().unwrap();
+    assert!(stored.starts_with("{\"$payload\":\"blake3:"), "{stored}");
+    assert_eq!(row[1], json!(prompt));
+    assert_eq!(row[2], "short");
+    assert_eq!(row[3], Value::Null);
+    assert_eq!(row[4], Value::Null, "a payload that is not stored is NULL");
+}

@@ -71,8 +71,8 @@ const BYTES_KEY: &str = "bytes";
 const PREVIEW_KEY: &str = "preview";
 /// The fourth key of a reference to a binary value (`"type": "bytes"`): the
 /// value comes back as bytes, and it has no preview and no text to search.
-const TYPE_KEY: &str = "type";
-const BINARY_TYPE: &str = "bytes";
+pub const TYPE_KEY: &str = "type";
+pub const BINARY_TYPE: &str = "bytes";
 /// Characters of a payload kept inline in its reference.
 pub const PREVIEW_CHARS: usize = 200;
 
