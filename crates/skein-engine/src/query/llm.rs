@@ -927,7 +927,8 @@ struct SessionAcc<'p> {
     aggs: Vec<SessionAgg>,
     models: Names,
     agents: Names,
-    /// The session last marked: spans of one session come in runs.
+    /// The session last marked or added to: spans of one session come in
+    /// runs, so it is compared before any lookup.
     last: Option<u32>,
     /// Whether some trace has spans of two sessions (the first noted then
     /// owns it). If none has, a call that carries a session is in that
