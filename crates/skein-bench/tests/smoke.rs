@@ -145,3 +145,29 @@ fn mcp_mode_measures_rest_and_mcp_get_trace() {
     let md = std::fs::read_to_string(dir.path().join("BENCHMARKS.md")).unwrap();
     assert!(md.contains("## MCP tool call overhead"), "{md}");
 }
+
+#[test]
+fn llm_mode_checks_both_engines_and_reports_the_slowdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    // The mode itself fails unless both engines hold every span, the GenAI
+    // one counts the generator's model calls and the renamed one none.
+    bench(&[
+        "llm",
+        "--spans",
+        "20k",
+        "--chunk",
+        "5k",
+        "--durability",
+        "none",
+        "--out",
+        out,
+    ]);
+    let r = &report(dir.path())["llm"];
+    assert_eq!(r["results"]["without"]["model_calls"], 0);
+    assert_eq!(r["results"]["with"]["model_calls"], r["corpus"]["llm_spans"]);
+    assert!(r["corpus"]["llm_spans"].as_u64().unwrap() > 0);
+    assert!(r["results"]["ingest_slowdown_with_llm_columns"].is_number());
+    let md = std::fs::read_to_string(dir.path().join("BENCHMARKS.md")).unwrap();
+    assert!(md.contains("## LLM columns at ingest"), "{md}");
+}
