@@ -57,7 +57,10 @@ impl Drop for Running {
 
 impl Executor {
     pub fn new() -> std::io::Result<Executor> {
-        let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+        // Twice the cores: a query runs on as many partitions as there are
+        // cores, so a runaway one (a step that cannot be interrupted) holds
+        // only half the workers, and the next query still finds some.
+        let threads = 2 * std::thread::available_parallelism().map_or(2, |n| n.get());
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads)
             .thread_name("skein-sql")
