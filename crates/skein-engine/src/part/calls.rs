@@ -43,6 +43,12 @@ const DENSE: &[&str] = &[
     "service_name",
 ];
 
+/// How a calls table's string columns are read: Int32 keys into Utf8
+/// values.
+fn dictionary() -> DataType {
+    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
+}
+
 /// Object name of a span part's calls table.
 pub fn calls_name(id: u64) -> String {
     format!("spans/{id:016x}.calls")
@@ -134,7 +140,20 @@ pub struct CallsTable {
 impl CallsTable {
     pub fn open(store: &Arc<dyn PartStore>, id: u64) -> Result<CallsTable> {
         let source = ParquetSource(store.open(&calls_name(id))?);
-        let meta = ArrowReaderMetadata::load(&source, ArrowReaderOptions::new())?;
+        let plain = ArrowReaderMetadata::load(&source, ArrowReaderOptions::new())?;
+        // Strings are read as the dictionaries Parquet holds them in: no
+        // copy per row, and a reader can tell equal values by their keys.
+        let fields: Vec<Field> = plain
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| match f.data_type() {
+                DataType::Utf8 => f.as_ref().clone().with_data_type(dictionary()),
+                _ => f.as_ref().clone(),
+            })
+            .collect();
+        let options = ArrowReaderOptions::new().with_schema(Arc::new(Schema::new(fields)));
+        let meta = ArrowReaderMetadata::try_new(plain.metadata().clone(), options)?;
         for name in std::iter::once(ROW).chain(copied()) {
             if meta.schema().index_of(name).is_err() {
                 return Err(Error::corrupt(
@@ -151,7 +170,8 @@ impl CallsTable {
         self.meta.metadata().file_metadata().num_rows().max(0) as u64
     }
 
-    /// Every row's `row` and the given columns, in row order.
+    /// Every row's `row` and the given columns, in row order; string
+    /// columns as dictionaries (Int32 keys).
     pub fn read(&self, columns: &[&str]) -> Result<Vec<RecordBatch>> {
         let mask = ProjectionMask::columns(
             self.meta.parquet_schema(),

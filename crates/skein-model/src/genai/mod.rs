@@ -8,7 +8,7 @@ pub mod pricing;
 pub mod score;
 
 pub use call::{CallKind, LlmCall, Tokens};
-pub use pricing::{Cost, CostInput, CostSource, PriceMemo, Pricing, PricingError};
+pub use pricing::{Cost, CostInput, CostSource, ModelKey, PriceMemo, Pricing, PricingError};
 
 /// Attributes that carry message content (prompts, completions, tool
 /// arguments and results), in every spelling: the engine stores these in

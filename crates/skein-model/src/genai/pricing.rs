@@ -270,12 +270,40 @@ impl<'a> CostInput<'a> {
     }
 }
 
+/// A caller's name for a call's (provider, model, request model), cheaper
+/// to compare than the strings: their keys in one batch's dictionaries,
+/// say (`u32::MAX` for an absent one). Equal names must stand for equal
+/// strings; `scope` tells apart the callers' numberings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelKey {
+    pub scope: u64,
+    pub provider: u32,
+    pub model: u32,
+    pub request_model: u32,
+}
+
+impl ModelKey {
+    fn hash(&self, day: i64) -> u64 {
+        let mix = |h: u64, v: u64| (h ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29);
+        [
+            self.provider as u64,
+            self.model as u64,
+            self.request_model as u64,
+            day as u64,
+        ]
+        .into_iter()
+        .fold(self.scope, mix)
+    }
+}
+
 /// A price table with its lookups remembered: an aggregation over many
 /// calls of a few models resolves each (provider, model, day) once.
 pub struct PriceMemo<'p> {
     pricing: &'p Pricing,
     /// By the hash of (provider, model, day), so a lookup allocates nothing.
     memo: std::collections::HashMap<u64, Remembered, std::hash::BuildHasherDefault<Prehashed>>,
+    /// The price found for a call, by the hash of its [`ModelKey`] and day.
+    keyed: std::collections::HashMap<u64, (ModelKey, i64, Option<usize>), std::hash::BuildHasherDefault<Prehashed>>,
 }
 
 /// A hasher of keys that are hashes already: a lookup is an index, not a
@@ -310,6 +338,7 @@ impl<'p> PriceMemo<'p> {
         PriceMemo {
             pricing,
             memo: Default::default(),
+            keyed: Default::default(),
         }
     }
 
@@ -346,6 +375,12 @@ impl<'p> PriceMemo<'p> {
     /// The cost of one call made at `time_unix_nano`: reported if the
     /// client sent one, else derived from its tokens, else unpriced.
     pub fn cost(&mut self, c: &CostInput<'_>, time_unix_nano: u64) -> Cost {
+        self.cost_keyed(c, time_unix_nano, None)
+    }
+
+    /// [`PriceMemo::cost`], the price found remembered under `key` too, so
+    /// the next call with that key is priced without reading its names.
+    pub fn cost_keyed(&mut self, c: &CostInput<'_>, time_unix_nano: u64, key: Option<ModelKey>) -> Cost {
         if let Some(usd) = c.reported_usd {
             return Cost {
                 usd: Some(usd),
@@ -360,12 +395,25 @@ impl<'p> PriceMemo<'p> {
             return unpriced;
         }
         let day = day_of(time_unix_nano);
-        // A response model the table lacks (a new dated snapshot) may still
-        // be priced by the model that was asked for.
-        let found = [c.model, c.request_model]
-            .into_iter()
-            .flatten()
-            .find_map(|m| self.resolve(c.provider, m, day));
+        let found = match key {
+            None => self.find(c, day),
+            Some(k) => {
+                let hash = k.hash(day);
+                match self.keyed.get(&hash) {
+                    Some(&(k2, d2, found)) if k2 == k && d2 == day => found,
+                    // Another key with the same hash: answer without remembering.
+                    Some(_) => self.find(c, day),
+                    None => {
+                        let found = self.find(c, day);
+                        if self.keyed.len() > 4096 {
+                            self.keyed.clear();
+                        }
+                        self.keyed.insert(hash, (k, day, found));
+                        found
+                    }
+                }
+            }
+        };
         let Some(i) = found else {
             return unpriced;
         };
@@ -374,6 +422,16 @@ impl<'p> PriceMemo<'p> {
             usd: Some(price(&rates, &c.tokens)),
             source: CostSource::Derived,
         }
+    }
+
+    /// The price of a call's model on `day`: of its response model, else of
+    /// the model asked for (a response model the table lacks, such as a new
+    /// dated snapshot, may still be priced by the model that was asked for).
+    fn find(&mut self, c: &CostInput<'_>, day: i64) -> Option<usize> {
+        [c.model, c.request_model]
+            .into_iter()
+            .flatten()
+            .find_map(|m| self.resolve(c.provider, m, day))
     }
 }
 
@@ -725,6 +783,47 @@ mod tests {
         assert!(close(p.cost(&c, at("2025-06-09")).usd.unwrap(), 10.0));
         assert!(close(p.cost(&c, at("2025-06-10")).usd.unwrap(), 2.0));
         assert!(close(p.cost(&c, at("2026-01-01")).usd.unwrap(), 2.0));
+    }
+
+    #[test]
+    fn keyed_lookups_are_remembered_per_key_and_day() {
+        let p = Pricing::with_overrides(
+            r#"
+            [[model]]
+            match = "m"
+            input_per_mtok = 10
+            output_per_mtok = 40
+            [[model]]
+            match = "m"
+            input_per_mtok = 2
+            output_per_mtok = 8
+            effective_from = "2025-06-10"
+            [[model]]
+            match = "n"
+            input_per_mtok = 1
+            output_per_mtok = 1
+            "#,
+        )
+        .unwrap();
+        let m = call(&[("gen_ai.usage.input_tokens", 1_000_000)], "m", "x");
+        let n = call(&[("gen_ai.usage.input_tokens", 1_000_000)], "n", "x");
+        let key = |model| ModelKey {
+            scope: 1,
+            provider: 0,
+            model,
+            request_model: u32::MAX,
+        };
+        let mut memo = PriceMemo::new(&p);
+        let usd =
+            |memo: &mut PriceMemo, c: &LlmCall, day, k| memo.cost_keyed(&CostInput::of(c), at(day), k).usd.unwrap();
+        assert!(close(usd(&mut memo, &m, "2025-06-09", Some(key(0))), 10.0));
+        assert!(close(usd(&mut memo, &n, "2025-06-09", Some(key(1))), 1.0));
+        // A key stands for its names: the price found for it is reused
+        // (the caller promised equal keys mean equal names)…
+        assert!(close(usd(&mut memo, &n, "2025-06-09", Some(key(0))), 10.0));
+        // …but not across days, whose prices may differ.
+        assert!(close(usd(&mut memo, &m, "2025-06-10", Some(key(0))), 2.0));
+        assert!(close(usd(&mut memo, &m, "2025-06-10", None), 2.0));
     }
 
     #[test]

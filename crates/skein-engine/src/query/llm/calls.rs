@@ -2,12 +2,13 @@
 //! calls table, its typed columns, or its decoded spans, and from the hot
 //! tier's spans.
 
+use arrow_array::Array;
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float64Type, Int8Type, Int64Type, TimestampNanosecondType, UInt32Type};
-use arrow_array::{Array, BooleanArray, FixedSizeBinaryArray, PrimitiveArray, RecordBatch, StringArray};
+use arrow_array::types::UInt32Type;
 use skein_model::Span;
-use skein_model::genai::{CallKind, CostInput, LlmCall, Tokens};
+use skein_model::genai::{CallKind, CostInput, LlmCall, ModelKey, Tokens};
 
+use super::batch::LlmBatch;
 use crate::error::Result;
 use crate::hash::FastSet;
 use crate::part::Part;
@@ -39,6 +40,34 @@ pub struct CallRow<'a> {
     pub user: Option<&'a str>,
     pub agent: Option<&'a str>,
     pub tool: Option<&'a str>,
+    pub keys: NameKeys,
+}
+
+/// Where a row's names sit in its batch's dictionaries, so a visitor that
+/// numbers names resolves each distinct value of a batch once rather than
+/// each row. `batch` is unique to one batch; 0 (and no keys) for rows
+/// without dictionaries: hot rows, and parts without a calls table.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NameKeys {
+    pub batch: u64,
+    pub session: Option<u32>,
+    pub provider: Option<u32>,
+    pub model: Option<u32>,
+    pub request_model: Option<u32>,
+    pub agent: Option<u32>,
+}
+
+impl NameKeys {
+    /// The row's (provider, model, request model) for
+    /// [`PriceMemo::cost_keyed`](skein_model::genai::PriceMemo::cost_keyed).
+    pub fn model_key(&self) -> Option<ModelKey> {
+        (self.batch != 0).then(|| ModelKey {
+            scope: self.batch,
+            provider: self.provider.unwrap_or(u32::MAX),
+            model: self.model.unwrap_or(u32::MAX),
+            request_model: self.request_model.unwrap_or(u32::MAX),
+        })
+    }
 }
 
 impl<'a> CallRow<'a> {
@@ -61,6 +90,7 @@ impl<'a> CallRow<'a> {
             user: c.user_id.as_deref(),
             agent: c.agent_name.as_deref(),
             tool: c.tool_name.as_deref(),
+            keys: NameKeys::default(),
         }
     }
 
@@ -280,96 +310,4 @@ fn visit_part_records(
         }
     }
     Ok(())
-}
-
-/// A batch of a part's GenAI columns.
-struct LlmBatch<'b> {
-    /// Absent when the visit does not need it ([`Needs`]).
-    trace: Option<&'b FixedSizeBinaryArray>,
-    start: &'b PrimitiveArray<TimestampNanosecondType>,
-    duration: &'b PrimitiveArray<Int64Type>,
-    status: &'b PrimitiveArray<Int8Type>,
-    service: Option<&'b StringArray>,
-    kind: &'b PrimitiveArray<Int8Type>,
-    provider: &'b StringArray,
-    model: &'b StringArray,
-    request_model: &'b StringArray,
-    input: &'b PrimitiveArray<Int64Type>,
-    output: &'b PrimitiveArray<Int64Type>,
-    cache_read: &'b PrimitiveArray<Int64Type>,
-    cache_write: &'b PrimitiveArray<Int64Type>,
-    reasoning: &'b PrimitiveArray<Int64Type>,
-    reported: &'b PrimitiveArray<Float64Type>,
-    flagged: &'b BooleanArray,
-    ttft: &'b PrimitiveArray<Int64Type>,
-    session: &'b StringArray,
-    user: &'b StringArray,
-    agent: &'b StringArray,
-    tool: &'b StringArray,
-}
-
-impl<'b> LlmBatch<'b> {
-    /// `None` when the batch lacks a column (an older part).
-    fn new(b: &'b RecordBatch) -> Option<LlmBatch<'b>> {
-        let col = |n: &str| b.column_by_name(n);
-        let s = |n: &str| col(n).and_then(|c| c.as_string_opt::<i32>());
-        let i64s = |n: &str| col(n).and_then(|c| c.as_primitive_opt::<Int64Type>());
-        Some(LlmBatch {
-            trace: col("trace_id").and_then(|c| c.as_fixed_size_binary_opt()),
-            start: col("start_time_unix_nano")?.as_primitive_opt::<TimestampNanosecondType>()?,
-            duration: i64s("duration_ns")?,
-            status: col("status_code")?.as_primitive_opt::<Int8Type>()?,
-            service: s("service_name"),
-            kind: col("llm_kind")?.as_primitive_opt::<Int8Type>()?,
-            provider: s("llm_provider")?,
-            model: s("llm_model")?,
-            request_model: s("llm_request_model")?,
-            input: i64s("llm_input_tokens")?,
-            output: i64s("llm_output_tokens")?,
-            cache_read: i64s("llm_cache_read_tokens")?,
-            cache_write: i64s("llm_cache_write_tokens")?,
-            reasoning: i64s("llm_reasoning_tokens")?,
-            reported: col("llm_reported_cost_usd")?.as_primitive_opt::<Float64Type>()?,
-            flagged: col("llm_flagged")?.as_boolean_opt()?,
-            ttft: i64s("llm_ttft_ns")?,
-            session: s("session_id")?,
-            user: s("user_id")?,
-            agent: s("agent_name")?,
-            tool: s("tool_name")?,
-        })
-    }
-
-    fn row(&self, i: usize, time: u64) -> CallRow<'b> {
-        let s = |a: &'b StringArray| (!a.is_null(i)).then(|| a.value(i));
-        let n = |a: &'b PrimitiveArray<Int64Type>| (!a.is_null(i)).then(|| a.value(i));
-        CallRow {
-            time,
-            duration_ns: self.duration.value(i).max(0) as u64,
-            error: self.status.value(i) == skein_model::StatusCode::Error as i8,
-            trace_id: self
-                .trace
-                .map_or(0, |t| u128::from_be_bytes(t.value(i).try_into().unwrap_or_default())),
-            service: self.service.map_or("", |s| s.value(i)),
-            kind: (!self.kind.is_null(i))
-                .then(|| CallKind::from_i8(self.kind.value(i)))
-                .flatten(),
-            provider: s(self.provider),
-            model: s(self.model),
-            request_model: s(self.request_model),
-            tokens: Tokens {
-                input: n(self.input),
-                output: n(self.output),
-                cache_read: n(self.cache_read),
-                cache_write: n(self.cache_write),
-                reasoning: n(self.reasoning),
-            },
-            reported_usd: (!self.reported.is_null(i)).then(|| self.reported.value(i)),
-            flagged: !self.flagged.is_null(i) && self.flagged.value(i),
-            ttft_ns: n(self.ttft).map(|v| v.max(0) as u64),
-            session: s(self.session),
-            user: s(self.user),
-            agent: s(self.agent),
-            tool: s(self.tool),
-        }
-    }
 }

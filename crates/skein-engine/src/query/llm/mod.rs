@@ -14,6 +14,7 @@
 //! traces (OTel GenAI instrumentations put `gen_ai.conversation.id` on the
 //! agent span only, not on each model call below it).
 
+mod batch;
 mod calls;
 mod names;
 mod sessions;

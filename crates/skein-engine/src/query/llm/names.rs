@@ -80,23 +80,42 @@ impl Names {
         i
     }
 
-    /// Adds `s`'s number to `ids` unless there: the names already there
-    /// are compared first, so a session's calls of one model hash it once.
-    pub(super) fn add_to(&mut self, ids: &mut Vec<u32>, s: &str) {
-        if ids.iter().any(|&i| self.name(i) == s) {
-            return;
-        }
-        let i = self.id(s);
-        if !ids.contains(&i) {
-            ids.push(i);
-        }
-    }
-
     /// The names of `ids`, sorted.
     pub(super) fn sorted(&self, ids: &[u32]) -> Vec<String> {
         let mut v: Vec<String> = ids.iter().map(|&i| self.name(i).to_string()).collect();
         v.sort_unstable();
         v
+    }
+}
+
+/// The numbers of one batch's dictionary values (see
+/// [`NameKeys`](super::calls::NameKeys)), each found on first use: the
+/// batch's rows then cost an index each rather than a lookup by name.
+#[derive(Default)]
+pub(super) struct KeyMemo {
+    batch: u64,
+    /// By key: a number, [`KeyMemo::UNSET`] or [`KeyMemo::ABSENT`].
+    ids: Vec<u32>,
+}
+
+impl KeyMemo {
+    const UNSET: u32 = u32::MAX;
+    const ABSENT: u32 = u32::MAX - 1;
+
+    /// The number of `key` in `batch`: remembered, else `find`'s.
+    pub(super) fn get(&mut self, batch: u64, key: u32, find: impl FnOnce() -> Option<u32>) -> Option<u32> {
+        if self.batch != batch {
+            self.batch = batch;
+            self.ids.clear();
+        }
+        let k = key as usize;
+        if k >= self.ids.len() {
+            self.ids.resize(k + 1, Self::UNSET);
+        }
+        if self.ids[k] == Self::UNSET {
+            self.ids[k] = find().unwrap_or(Self::ABSENT);
+        }
+        (self.ids[k] != Self::ABSENT).then_some(self.ids[k])
     }
 }
 
@@ -117,11 +136,7 @@ mod tests {
         assert_eq!(n.find(7, "delta"), None);
         assert_eq!((n.name(a), n.name(b), n.name(c)), ("alpha", "beta", "gamma"));
         assert_eq!(n.get("gamma"), Some(c));
-        let mut ids = Vec::new();
-        n.add_to(&mut ids, "gamma");
-        n.add_to(&mut ids, "alpha");
-        n.add_to(&mut ids, "gamma");
-        assert_eq!(n.sorted(&ids), ["alpha", "gamma"]);
+        assert_eq!(n.sorted(&[c, a]), ["alpha", "gamma"]);
 
         // Remembering the last few changes no number.
         let mut few = Names::few();
@@ -132,5 +147,21 @@ mod tests {
             }
         }
         assert_eq!(few.get("model-9"), Some(9));
+    }
+
+    #[test]
+    fn key_memos_forget_at_a_new_batch() {
+        let mut m = KeyMemo::default();
+        let mut finds = 0;
+        let mut find = |v: Option<u32>| {
+            finds += 1;
+            v
+        };
+        assert_eq!(m.get(1, 3, || find(Some(7))), Some(7));
+        assert_eq!(m.get(1, 3, || find(Some(8))), Some(7));
+        assert_eq!(m.get(1, 0, || find(None)), None);
+        assert_eq!(m.get(1, 0, || find(Some(9))), None);
+        assert_eq!(m.get(2, 3, || find(Some(8))), Some(8));
+        assert_eq!(finds, 3);
     }
 }

@@ -3,15 +3,15 @@
 
 use std::collections::BTreeSet;
 
-use arrow_array::Array;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{TimestampNanosecondType, UInt32Type};
 use serde::Serialize;
 use skein_model::Span;
 use skein_model::genai::{CallKind, LlmCall, PriceMemo, Pricing};
 
+use super::batch::{BatchKey, Strs, next_batch};
 use super::calls::{CallRow, Needs, visit_part, visit_unshadowed_calls};
-use super::names::Names;
+use super::names::{KeyMemo, Names};
 use crate::error::Result;
 use crate::hash::{FastMap, FastSet};
 use crate::part::calls;
@@ -128,6 +128,11 @@ struct SessionAcc<'p> {
     /// owns it). If none has, a call that carries a session is in that
     /// session, found by name without looking its trace up.
     ambiguous: bool,
+    /// Numbers of the current batch's dictionary values, by column.
+    session_keys: KeyMemo,
+    model_keys: KeyMemo,
+    request_model_keys: KeyMemo,
+    agent_keys: KeyMemo,
 }
 
 impl<'p> SessionAcc<'p> {
@@ -141,6 +146,10 @@ impl<'p> SessionAcc<'p> {
             agents: Names::few(),
             last: None,
             ambiguous: false,
+            session_keys: KeyMemo::default(),
+            model_keys: KeyMemo::default(),
+            request_model_keys: KeyMemo::default(),
+            agent_keys: KeyMemo::default(),
         }
     }
 
@@ -148,8 +157,9 @@ impl<'p> SessionAcc<'p> {
         self.traces.is_empty()
     }
 
-    /// Notes that `trace` has a span of `session`: the first noted wins.
-    fn mark(&mut self, trace: u128, session: &str) {
+    /// Notes that `trace` has a span of `session` (`key` its key in a
+    /// batch's dictionary, if read from one): the first noted wins.
+    fn mark(&mut self, trace: u128, session: &str, key: Option<BatchKey>) {
         let v = match self.traces.entry(trace) {
             std::collections::hash_map::Entry::Vacant(v) => v,
             std::collections::hash_map::Entry::Occupied(o) => {
@@ -157,9 +167,13 @@ impl<'p> SessionAcc<'p> {
                 return;
             }
         };
-        let s = match self.last {
-            Some(s) if self.sessions.name(s) == session => s,
-            _ => self.sessions.id(session),
+        let s = match (key, self.last) {
+            (Some((batch, key)), _) => self
+                .session_keys
+                .get(batch, key, || Some(self.sessions.id(session)))
+                .unwrap_or_else(|| self.sessions.id(session)),
+            (None, Some(s)) if self.sessions.name(s) == session => s,
+            (None, _) => self.sessions.id(session),
         };
         self.last = Some(s);
         v.insert(s);
@@ -173,42 +187,71 @@ impl<'p> SessionAcc<'p> {
         if !r.counts() {
             return;
         }
-        // Both passes see the same rows (in the window, not superseded), so
-        // a call that carries a session was noted under it; by name is a
-        // lookup among sessions, far fewer than traces.
-        let s = match r.session {
-            Some(name) if !self.ambiguous => match self.last {
-                Some(s) if self.sessions.name(s) == name => s,
-                _ => match self.sessions.get(name) {
-                    Some(s) => s,
-                    None => return,
-                },
-            },
-            _ => match self.traces.get(&r.trace_id) {
-                Some(&s) => s,
-                None => return,
-            },
+        let Some(s) = self.session_of(r) else {
+            return;
         };
         self.last = Some(s);
+        let k = r.keys;
+        let agent = r.agent.and_then(|name| match k.agent {
+            Some(key) => self.agent_keys.get(k.batch, key, || Some(self.agents.id(name))),
+            None => Some(self.agents.id(name)),
+        });
+        let model = if !r.is_llm() {
+            None
+        } else if let Some(name) = r.model {
+            match k.model {
+                Some(key) => self.model_keys.get(k.batch, key, || Some(self.models.id(name))),
+                None => Some(self.models.id(name)),
+            }
+        } else if let Some(name) = r.request_model {
+            match k.request_model {
+                Some(key) => self.request_model_keys.get(k.batch, key, || Some(self.models.id(name))),
+                None => Some(self.models.id(name)),
+            }
+        } else {
+            None
+        };
         let a = &mut self.aggs[s as usize];
         a.start = a.start.min(r.time);
         a.end = a.end.max(r.time.saturating_add(r.duration_ns));
         a.errors += (r.error && matches!(r.kind, Some(CallKind::Llm | CallKind::Tool))) as u64;
-        if let Some(name) = r.agent {
-            self.agents.add_to(&mut a.agents, name);
+        if let Some(i) = agent
+            && !a.agents.contains(&i)
+        {
+            a.agents.push(i);
         }
         if r.is_llm() {
             a.llm_calls += 1;
-            if let Some(m) = r.model.or(r.request_model) {
-                self.models.add_to(&mut a.models, m);
+            if let Some(i) = model
+                && !a.models.contains(&i)
+            {
+                a.models.push(i);
             }
             if r.counts_tokens() {
                 a.input += r.tokens.input.unwrap_or(0);
                 a.output += r.tokens.output.unwrap_or(0);
             }
-            if let Some(usd) = self.memo.cost(&r.cost_input(), r.time).usd {
+            if let Some(usd) = self.memo.cost_keyed(&r.cost_input(), r.time, r.keys.model_key()).usd {
                 a.cost.add(usd);
             }
+        }
+    }
+
+    /// The session a call counts in, if any.
+    fn session_of(&mut self, r: &CallRow<'_>) -> Option<u32> {
+        match r.session {
+            // Both passes see the same rows (in the window, not
+            // superseded), so a call that carries a session was noted
+            // under it; by name is a lookup among sessions, far fewer than
+            // traces.
+            Some(name) if !self.ambiguous => match r.keys.session {
+                Some(key) => self.session_keys.get(r.keys.batch, key, || self.sessions.get(name)),
+                None => match self.last {
+                    Some(s) if self.sessions.name(s) == name => Some(s),
+                    _ => self.sessions.get(name),
+                },
+            },
+            _ => self.traces.get(&r.trace_id).copied(),
         }
     }
 
@@ -274,7 +317,7 @@ pub fn session(
                 continue;
             };
             if let Some(s) = &call.session_id {
-                acc.mark(*t, s);
+                acc.mark(*t, s, None);
             }
             calls.push((span, call));
         }
@@ -308,7 +351,7 @@ pub fn session(
 /// The traces in which a span in `w` belongs to session `id`.
 fn session_traces(sources: &[Source<Span>], id: &str, w: Window, explain: &mut Explain) -> Result<Vec<u128>> {
     let mut traces: BTreeSet<u128> = BTreeSet::new();
-    visit_session_marks(sources, w, None, explain, &mut |t, s| {
+    visit_session_marks(sources, w, None, explain, &mut |t, s, _| {
         if s == id {
             traces.insert(t);
         }
@@ -316,15 +359,17 @@ fn session_traces(sources: &[Source<Span>], id: &str, w: Window, explain: &mut E
     Ok(traces.into_iter().collect())
 }
 
-/// Calls `f(trace, session)` for every span in `w` that carries a session
-/// id, but the rows `shadowed` names (a set per source, when given). Parts
-/// answer from three columns of their calls tables.
+/// Calls `f(trace, session, key)` for every span in `w` that carries a
+/// session id, but the rows `shadowed` names (a set per source, when
+/// given); `key` is (batch, key) when the id was read from a dictionary
+/// (see [`NameKeys`](super::calls::NameKeys)). Parts answer from three
+/// columns of their calls tables.
 fn visit_session_marks(
     sources: &[Source<Span>],
     w: Window,
     shadowed: Option<&[FastSet<u32>]>,
     explain: &mut Explain,
-    f: &mut dyn FnMut(u128, &str),
+    f: &mut dyn FnMut(u128, &str, Option<BatchKey>),
 ) -> Result<()> {
     let none = FastSet::default();
     for (k, s) in sources.iter().enumerate() {
@@ -342,7 +387,7 @@ fn visit_session_marks(
                     if w.contains(sp.start_time_unix_nano)
                         && let Some(session) = &call.session_id
                     {
-                        f(sp.trace_id.as_u128(), session);
+                        f(sp.trace_id.as_u128(), session, None);
                     }
                 }
                 explain.add(ex);
@@ -357,7 +402,7 @@ fn visit_session_marks(
                         let (Some(rows), Some(session), Some(tid), Some(start)) = (
                             b.column_by_name(calls::ROW)
                                 .and_then(|c| c.as_primitive_opt::<UInt32Type>()),
-                            b.column_by_name("session_id").and_then(|c| c.as_string_opt::<i32>()),
+                            b.column_by_name("session_id").and_then(Strs::of),
                             b.column_by_name("trace_id").and_then(|c| c.as_fixed_size_binary_opt()),
                             b.column_by_name("start_time_unix_nano")
                                 .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>()),
@@ -368,13 +413,14 @@ fn visit_session_marks(
                             ));
                         };
                         ex.rows_examined += b.num_rows() as u64;
+                        let batch = next_batch();
                         for i in 0..b.num_rows() {
-                            if session.is_valid(i)
+                            if let Some(name) = session.get(i)
                                 && w.contains(start.value(i).max(0) as u64)
                                 && !shadowed.contains(&rows.value(i))
                             {
                                 let t = u128::from_be_bytes(tid.value(i).try_into().unwrap_or_default());
-                                f(t, session.value(i));
+                                f(t, name, session.key(i).map(|k| (batch, k)));
                             }
                         }
                     }
@@ -385,7 +431,7 @@ fn visit_session_marks(
                     };
                     visit_part(p, w, needs, shadowed, &mut ex, &mut |r| {
                         if let Some(s) = r.session {
-                            f(r.trace_id, s);
+                            f(r.trace_id, s, None);
                         }
                     })?;
                 }
@@ -481,7 +527,9 @@ pub fn sessions(
     // session).
     let mut acc = SessionAcc::new(pricing);
     let shadowed = shadowed_span_rows(sources, w, cache)?;
-    visit_session_marks(sources, w, Some(&shadowed), explain, &mut |t, s| acc.mark(t, s))?;
+    visit_session_marks(sources, w, Some(&shadowed), explain, &mut |t, s, key| {
+        acc.mark(t, s, key)
+    })?;
     if acc.is_empty() {
         return Ok(SessionPage {
             sessions: Vec::new(),

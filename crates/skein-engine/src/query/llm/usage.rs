@@ -239,7 +239,7 @@ pub fn usage(
         if !r.is_llm() {
             return;
         }
-        let cost = memo.cost(&r.cost_input(), r.time);
+        let cost = memo.cost_keyed(&r.cost_input(), r.time, r.keys.model_key());
         let usd = (cost.source != CostSource::Unpriced).then_some(cost.usd).flatten();
         let key = group_by.key(r);
         if scores.is_some() {
