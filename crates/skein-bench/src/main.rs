@@ -12,6 +12,7 @@ mod load;
 mod machine;
 mod matrix;
 mod mcp_mode;
+mod promql_mode;
 mod report;
 mod server;
 mod sql_mode;
@@ -68,6 +69,8 @@ enum Mode {
     /// SQL: the issue #23 query (count and approximate p95 per service over
     /// the last hour) through `POST /api/v1/sql`, over 10M spans by default.
     Sql(sql_mode::SqlArgs),
+    /// PromQL side by side with the real Prometheus on the same samples (issue #23).
+    Promql(promql_mode::PromqlArgs),
     /// (Internal) the engine's memory probe, run by `engine` as a child.
     #[command(hide = true)]
     EngineMemory(engine_mode::MemoryArgs),
@@ -88,6 +91,7 @@ fn main() -> ExitCode {
         Mode::Ui(a) => ui_mode::run(a),
         Mode::Storage(a) => storage_mode::run(a),
         Mode::Sql(a) => sql_mode::run(a),
+        Mode::Promql(a) => promql_mode::run(a),
         Mode::EngineMemory(a) => engine_mode::memory(a),
     };
     match r {

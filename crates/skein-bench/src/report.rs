@@ -749,6 +749,65 @@ fn render_sql(v: &Value) -> String {
     s
 }
 
+fn render_promql(v: &Value) -> String {
+    let p = &v["params"];
+    let r = &v["results"];
+    let mut s = format!(
+        "## PromQL against Prometheus (`skein-bench promql`)\n\n{} counter series over {} h at {} s ({} samples), remote-written in time order to Skein and to {} on the same machine; {} runs of each query on each, medians. \
+         Both answers agree point by point (relative error ≤ 1e-9). Targets: instant ≤ {} ms, range ≤ {} ms ({}); within 2× of Prometheus: {}.\n\n",
+        thousands(&p["series"]),
+        p["hours"],
+        p["scrape_s"],
+        thousands(&p["samples"]),
+        f(&p["prometheus"], 0),
+        p["runs"],
+        r["target_instant_ms"],
+        r["target_range_ms"],
+        if r["meets_targets"] == true {
+            "met"
+        } else {
+            "**missed**"
+        },
+        if r["within_2x_of_prometheus"] == true {
+            "yes"
+        } else {
+            "**no**"
+        },
+    );
+    s.push_str(&machine(&v["machine"]));
+    s.push_str("\n| query | Skein p50 ms | Prometheus p50 ms | Skein / Prometheus | points compared |\n|---|---:|---:|---:|---:|\n");
+    for (key, name, q) in [
+        ("instant_ms", "instant, every series", &p["instant_query"]),
+        (
+            "range_ms",
+            "range, 1/10 of the series, whole span at 60 s",
+            &p["range_query"],
+        ),
+    ] {
+        let x = &r[key];
+        s.push_str(&format!(
+            "| {name}: `{}` | {} | {} | {} | {} |\n",
+            f(q, 0),
+            f(&x["skein"], 1),
+            f(&x["prometheus"], 1),
+            f(&x["ratio"], 2),
+            thousands(&x["points_compared"])
+        ));
+    }
+    let load = &r["load_seconds"];
+    let rate = &r["samples_per_s"];
+    s.push_str(&format!(
+        "\nRemote-write load (time spent in each server's requests): Skein {} s ({} samples/s), Prometheus {} s ({} samples/s). Skein's peak RSS {} MiB, data on disk {} MiB.\n\n",
+        f(&load["skein"], 1),
+        thousands(&rate["skein"]),
+        f(&load["prometheus"], 1),
+        thousands(&rate["prometheus"]),
+        thousands(&Value::from(r["skein_peak_rss_bytes"].as_f64().unwrap_or(0.0) / 1048576.0)),
+        thousands(&Value::from(r["skein_disk_bytes"].as_f64().unwrap_or(0.0) / 1048576.0)),
+    ));
+    s
+}
+
 fn render_llm(v: &Value) -> String {
     let r = &v["results"];
     let c = &v["corpus"];
@@ -847,6 +906,9 @@ pub fn render(all: &Map<String, Value>) -> String {
     }
     if let Some(v) = all.get("sql") {
         s.push_str(&render_sql(v));
+    }
+    if let Some(v) = all.get("promql") {
+        s.push_str(&render_promql(v));
     }
     if let Some(v) = all.get("ladder") {
         s.push_str(&render_ladder(v));

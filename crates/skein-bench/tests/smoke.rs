@@ -171,3 +171,33 @@ fn llm_mode_checks_both_engines_and_reports_the_slowdown() {
     let md = std::fs::read_to_string(dir.path().join("BENCHMARKS.md")).unwrap();
     assert!(md.contains("## LLM columns at ingest"), "{md}");
 }
+
+#[test]
+fn promql_mode_compares_answers_with_the_real_prometheus() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let skein = skein_bin();
+    // The mode fails unless Skein's and Prometheus's answers agree point by
+    // point; without Prometheus (./test.sh installs it) it fails too.
+    bench(&[
+        "promql",
+        "--skein-bin",
+        skein.to_str().unwrap(),
+        "--series",
+        "100",
+        "--hours",
+        "1",
+        "--runs",
+        "1",
+        "--out",
+        out,
+    ]);
+    let r = &report(dir.path())["promql"]["results"];
+    assert_eq!(r["instant_ms"]["points_compared"], 10, "one per job");
+    // Ten jobs by the range's steps: 240 scrapes span 59:45, the range
+    // starts five minutes in, so 54:45 at 60 s is 55 steps.
+    assert_eq!(r["range_ms"]["points_compared"], 550);
+    assert!(r["instant_ms"]["skein"].as_f64().unwrap() > 0.0);
+    let md = std::fs::read_to_string(dir.path().join("BENCHMARKS.md")).unwrap();
+    assert!(md.contains("## PromQL against Prometheus"), "{md}");
+}

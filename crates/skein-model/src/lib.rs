@@ -12,6 +12,7 @@ pub mod log;
 pub mod metric;
 pub mod otlp;
 pub mod plain;
+pub mod remote_write;
 pub mod resource;
 pub mod span;
 pub mod value;

@@ -307,6 +307,18 @@ fn with(base: &[(String, String)], name: &str, extra: Option<(&str, String)>) ->
     Labels::from_pairs(pairs)
 }
 
+/// The sample value of a number point (its one sample in [`samples`]): the
+/// number, or the staleness marker for a point flagged "no recorded
+/// value"; `None` for a point without a value, or not a number point.
+pub fn number_value(p: &MetricPoint) -> Option<f64> {
+    let stale = p.flags & 1 != 0;
+    match &p.value {
+        PointValue::Number(_) if stale => Some(f64::from_bits(STALE_NAN_BITS)),
+        PointValue::Number(n) => n.map(|n| n.as_f64()),
+        _ => None,
+    }
+}
+
 /// The Prometheus samples of one point: `(labels, value)`, at the point's
 /// time.
 pub fn samples(p: &MetricPoint) -> Vec<(Labels, f64)> {
@@ -317,9 +329,8 @@ pub fn samples(p: &MetricPoint) -> Vec<(Labels, f64)> {
     let stale = p.flags & 1 != 0;
     let v = |x: f64| if stale { f64::from_bits(STALE_NAN_BITS) } else { x };
     match &p.value {
-        PointValue::Number(n) => match n {
-            Some(n) => vec![(with(&base, &name, None), v(n.as_f64()))],
-            None if stale => vec![(with(&base, &name, None), v(0.0))],
+        PointValue::Number(_) => match number_value(p) {
+            Some(x) => vec![(with(&base, &name, None), x)],
             None => Vec::new(),
         },
         PointValue::Histogram(h) => {

@@ -275,8 +275,13 @@ async fn series(State(app): State<Arc<App>>, method: Method, q: RawQuery, header
         let src = EngineSource { engine: e };
         let mut set = BTreeSet::new();
         for m in &sels {
-            src.visit(m, start, end, &mut |l, _, _| {
-                set.insert(l);
+            let mut seen = 0;
+            // Series are numbered in the order first seen.
+            src.visit(m, start, end, &mut |i, l, _, _| {
+                if i == seen {
+                    seen += 1;
+                    set.insert(l.clone());
+                }
             })
             .map_err(Error::Internal)?;
         }
@@ -296,8 +301,15 @@ fn label_sets(
     let src = EngineSource { engine: e };
     let any = vec![vec![]];
     for m in if sels.is_empty() { &any } else { sels } {
-        src.visit(m, start, end, &mut |l, _, _| f(&l))
-            .map_err(Error::Internal)?;
+        let mut seen = 0;
+        // Series are numbered in the order first seen.
+        src.visit(m, start, end, &mut |i, l, _, _| {
+            if i == seen {
+                seen += 1;
+                f(l);
+            }
+        })
+        .map_err(Error::Internal)?;
     }
     Ok(())
 }

@@ -20,35 +20,7 @@ use prost::Message;
 use skein_model::otlp::Decoded;
 use skein_model::{KeyValue, MetricDesc, MetricKind, MetricPoint, Number, PointValue, Resource, Scope};
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct WriteRequest {
-    #[prost(message, repeated, tag = "1")]
-    pub timeseries: Vec<TimeSeries>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct TimeSeries {
-    #[prost(message, repeated, tag = "1")]
-    pub labels: Vec<Label>,
-    #[prost(message, repeated, tag = "2")]
-    pub samples: Vec<Sample>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Label {
-    #[prost(string, tag = "1")]
-    pub name: String,
-    #[prost(string, tag = "2")]
-    pub value: String,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Sample {
-    #[prost(double, tag = "1")]
-    pub value: f64,
-    #[prost(int64, tag = "2")]
-    pub timestamp: i64,
-}
+pub use skein_model::remote_write::{Label, Sample, TimeSeries, WriteRequest, encode};
 
 /// Point flag: no recorded value (OTLP's `FLAG_NO_RECORDED_VALUE`).
 const NO_RECORDED_VALUE: u32 = 1;
@@ -127,13 +99,6 @@ pub fn decode(body: &[u8], limit: usize) -> Result<Decoded<MetricPoint>, String>
         rejected: 0,
         errors: Vec::new(),
     })
-}
-
-/// Encodes a request as Prometheus sends it (for tests and the CLI).
-pub fn encode(req: &WriteRequest) -> Vec<u8> {
-    snap::raw::Encoder::new()
-        .compress_vec(&req.encode_to_vec())
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

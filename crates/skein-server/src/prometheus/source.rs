@@ -1,11 +1,15 @@
 //! The evaluator's series source over the engine: metric points read by a
 //! streaming scan (narrowed by the name postings of the OTLP names that can
 //! carry the asked Prometheus name), turned into Prometheus samples by
-//! [`naming`], and kept when every matcher matches the final labels.
+//! [`naming`] (once per series for number points), and kept when every
+//! matcher matches the final labels.
 
 use std::collections::HashMap;
 
+use std::sync::Arc;
+
 use skein_engine::{Engine, Window};
+use skein_model::{KeyValue, MetricDesc, MetricPoint, PointValue, Resource};
 use skein_promql::{Labels, MatchOp, Matcher, NAME, Series, SeriesSource, naming};
 
 pub struct EngineSource<'a> {
@@ -43,14 +47,15 @@ impl EngineSource<'_> {
         )
     }
 
-    /// Calls `f` with each Prometheus sample `(labels, ms, value)` matching
-    /// `matchers` in `[start, end]`.
+    /// Calls `f` with each Prometheus sample `(series, labels, ms, value)`
+    /// matching `matchers` in `[start, end]`; `series` numbers the distinct
+    /// label sets of this visit from 0, in the order first seen.
     pub fn visit(
         &self,
         matchers: &[Matcher],
         start: i64,
         end: i64,
-        f: &mut dyn FnMut(Labels, i64, f64),
+        f: &mut dyn FnMut(usize, &Labels, i64, f64),
     ) -> Result<(), String> {
         let w = window(start, end);
         let names = self.candidate_names(matchers, w);
@@ -58,19 +63,33 @@ impl EngineSource<'_> {
             return Ok(());
         }
         let target_info = matchers.iter().all(|m| m.name != NAME || m.is_match("target_info"));
+        let mut memo = LabelMemo::default();
         self.engine
             .scan_metric_points(names.as_deref(), w, &mut |p| {
                 let t = (p.time_unix_nano / 1_000_000) as i64;
+                if let PointValue::Number(_) = p.value {
+                    // Labels found once per series, not per point.
+                    let series = memo.of(p, matchers, target_info);
+                    if let (Some(i), Some(v)) = (series.sample, naming::number_value(p)) {
+                        f(i, &memo.labels[i], t, v);
+                    }
+                    if let Some(i) = series.target_info {
+                        f(i, &memo.labels[i], t, 1.0);
+                    }
+                    return;
+                }
                 for (l, v) in naming::samples(p) {
                     if l.matches(matchers) {
-                        f(l, t, v);
+                        let i = memo.number(l);
+                        f(i, &memo.labels[i], t, v);
                     }
                 }
                 if target_info
                     && let Some(l) = naming::target_info(p)
                     && l.matches(matchers)
                 {
-                    f(l, t, 1.0);
+                    let i = memo.number(l);
+                    f(i, &memo.labels[i], t, 1.0);
                 }
             })
             .map_err(|e| e.to_string())?;
@@ -78,11 +97,103 @@ impl EngineSource<'_> {
     }
 }
 
+/// What a number point's Prometheus labels are made of: all of the point
+/// but its time, value and flags (see [`naming`]).
+struct Identity {
+    metric: Arc<MetricDesc>,
+    attributes: Vec<KeyValue>,
+    resource: Arc<Resource>,
+    scope_name: String,
+    scope_version: String,
+}
+
+impl Identity {
+    fn of(p: &MetricPoint) -> Identity {
+        Identity {
+            metric: p.metric.clone(),
+            attributes: p.attributes.clone(),
+            resource: p.resource.clone(),
+            scope_name: p.scope.name.clone(),
+            scope_version: p.scope.version.clone(),
+        }
+    }
+
+    fn is(&self, p: &MetricPoint) -> bool {
+        let (a, b) = (&self.metric, &p.metric);
+        a.name == b.name
+            && a.unit == b.unit
+            && a.kind == b.kind
+            && self.attributes == p.attributes
+            && self.resource.attributes == p.resource.attributes
+            && self.scope_name == p.scope.name
+            && self.scope_version == p.scope.version
+    }
+
+    /// A hash of what [`Identity::is`] compares.
+    fn hash(p: &MetricPoint) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::hash::DefaultHasher::new();
+        skein_engine::stats::series_id(p).hash(&mut h);
+        (&p.metric.unit, &p.metric.kind, &p.scope.name, &p.scope.version).hash(&mut h);
+        h.finish()
+    }
+}
+
+/// A number series' label sets, by number: its sample's and its
+/// `target_info`'s, each if it matches.
+#[derive(Clone, Copy)]
+struct SeriesLabels {
+    sample: Option<usize>,
+    target_info: Option<usize>,
+}
+
+/// The label sets of one visit, numbered, and which a number point's
+/// series has: converting a point's attributes to labels (and hashing
+/// them) once per series rather than per point.
+#[derive(Default)]
+struct LabelMemo {
+    labels: Vec<Labels>,
+    numbers: HashMap<Labels, usize>,
+    /// By [`Identity::hash`]; a clash keeps both.
+    series: HashMap<u64, Vec<(Identity, SeriesLabels)>>,
+}
+
+impl LabelMemo {
+    fn number(&mut self, l: Labels) -> usize {
+        if let Some(&i) = self.numbers.get(&l) {
+            return i;
+        }
+        let i = self.labels.len();
+        self.labels.push(l.clone());
+        self.numbers.insert(l, i);
+        i
+    }
+
+    fn of(&mut self, p: &MetricPoint, matchers: &[Matcher], target_info: bool) -> SeriesLabels {
+        let h = Identity::hash(p);
+        if let Some(found) = self.series.get(&h).and_then(|v| v.iter().find(|(id, _)| id.is(p))) {
+            return found.1;
+        }
+        let sample = naming::samples(p).into_iter().next().map(|(l, _)| l);
+        let info = if target_info { naming::target_info(p) } else { None };
+        let mut keep = |l: Option<Labels>| l.filter(|l| l.matches(matchers)).map(|l| self.number(l));
+        let labels = SeriesLabels {
+            sample: keep(sample),
+            target_info: keep(info),
+        };
+        self.series.entry(h).or_default().push((Identity::of(p), labels));
+        labels
+    }
+}
+
 impl SeriesSource for EngineSource<'_> {
     fn select(&self, matchers: &[Matcher], start: i64, end: i64) -> Result<Vec<Series>, String> {
-        let mut by: HashMap<Labels, Vec<(i64, f64)>> = HashMap::new();
-        self.visit(matchers, start, end, &mut |l, t, v| {
-            by.entry(l).or_default().push((t, v))
+        let mut by: Vec<(Labels, Vec<(i64, f64)>)> = Vec::new();
+        self.visit(matchers, start, end, &mut |i, l, t, v| {
+            if i == by.len() {
+                by.push((l.clone(), Vec::new()));
+            }
+            by[i].1.push((t, v))
         })?;
         Ok(by
             .into_iter()
