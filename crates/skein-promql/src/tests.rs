@@ -93,6 +93,29 @@ fn a_counter_reset_counts_the_value_before_it() {
 }
 
 #[test]
+fn double_exponential_smoothing_follows_holts_steps() {
+    let src = Mem(vec![series(
+        &[("__name__", "g"), ("job", "a")],
+        &[(0, 1.0), (10_000, 3.0), (20_000, 4.0)],
+    )]);
+    // s=1, b=2; then s = 0.5*3 + 0.5*(1+2) = 3; then b = 0.5*(3-1) + 0.5*2
+    // = 2 and s = 0.5*4 + 0.5*(3+2) = 4.5.
+    let v = vector(&src, "double_exponential_smoothing(g[1m], 0.5, 0.5)", 20_000);
+    assert_eq!(v, vec![(l(&[("job", "a")]), 4.5)]);
+    // One sample: nothing to smooth.
+    assert!(vector(&src, "double_exponential_smoothing(g[5s], 0.5, 0.5)", 20_000).is_empty());
+    for q in [
+        "double_exponential_smoothing(g[1m], 1, 0.5)",
+        "double_exponential_smoothing(g[1m], 0.5, 0)",
+    ] {
+        assert!(
+            matches!(instant(&src, q, 20_000), Err(crate::Error::Execution(_))),
+            "{q}"
+        );
+    }
+}
+
+#[test]
 fn lookback_staleness_offset_and_at() {
     let stale = f64::from_bits(crate::STALE_NAN_BITS);
     let src = Mem(vec![

@@ -93,6 +93,34 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, c: &Call, t: i64) -> Result<Value, Er
                     .collect(),
             ))
         }
+        "double_exponential_smoothing" => {
+            let (series, _, _) = matrix(ev, arg(0)?, t)?;
+            let sf = ev.eval_scalar(arg(1)?, t)?;
+            let tf = ev.eval_scalar(arg(2)?, t)?;
+            // As Prometheus checks them (a NaN passes).
+            if sf <= 0.0 || sf >= 1.0 {
+                return Err(Error::Execution(format!(
+                    "invalid smoothing factor. Expected: 0 < sf < 1, got: {sf}"
+                )));
+            }
+            if tf <= 0.0 || tf >= 1.0 {
+                return Err(Error::Execution(format!(
+                    "invalid trend factor. Expected: 0 < tf < 1, got: {tf}"
+                )));
+            }
+            Ok(Value::Vector(
+                series
+                    .into_iter()
+                    .filter_map(|s| {
+                        let value = double_exponential_smoothing(&s.samples, sf, tf)?;
+                        Some(Sample {
+                            labels: s.labels.without_name(),
+                            value,
+                        })
+                    })
+                    .collect(),
+            ))
+        }
         "absent_over_time" => {
             let (series, _, _) = matrix(ev, arg(0)?, t)?;
             Ok(Value::Vector(absent(series.is_empty(), arg(0)?)))
@@ -304,6 +332,28 @@ fn absent(empty: bool, arg: &Expr) -> Vec<Sample> {
         }
     }
     vec![Sample { labels, value: 1.0 }]
+}
+
+/// Holt's linear smoothing of a series (Prometheus's
+/// `double_exponential_smoothing`, `holt_winters` before 3.0), step for step
+/// as Prometheus computes it: the smoothed value after the last sample, or
+/// `None` with fewer than two samples.
+fn double_exponential_smoothing(samples: &[(i64, f64)], sf: f64, tf: f64) -> Option<f64> {
+    if samples.len() < 2 {
+        return None;
+    }
+    let (mut s0, mut s1) = (0.0, samples[0].1);
+    let mut b = samples[1].1 - samples[0].1;
+    for (i, &(_, v)) in samples.iter().enumerate().skip(1) {
+        let x = sf * v;
+        // The trend: the first difference at first, then smoothed.
+        if i > 1 {
+            b = tf * (s1 - s0) + (1.0 - tf) * b;
+        }
+        let y = (1.0 - sf) * (s1 + b);
+        (s0, s1) = (s1, x + y);
+    }
+    Some(s1)
 }
 
 #[derive(Clone, Copy)]
