@@ -861,7 +861,11 @@ fn otlp_metrics_appear_under_prometheus_names() {
                     "bucketCounts": ["1", "2", "3"], "explicitBounds": [10, 100]
                 }]}},
                 {"name": "requests", "unit": "{request}", "sum": {"aggregationTemporality": 2, "isMonotonic": true,
-                    "dataPoints": [{"timeUnixNano": t, "asInt": "7"}]}}
+                    "dataPoints": [{"timeUnixNano": t, "asInt": "7", "attributes": [
+                        {"key": "code", "value": {"intValue": "503"}},
+                        {"key": "ok", "value": {"boolValue": false}},
+                        {"key": "ratio", "value": {"doubleValue": 0.5}}
+                    ]}]}}
             ]
         }]
     }]});
@@ -908,6 +912,19 @@ fn otlp_metrics_appear_under_prometheus_names() {
         "100"
     );
     assert_eq!(ask("requests_total{job=\"checkout\"}")[0]["value"][1], "7");
+    // Label matchers narrow the scan by attribute postings: a typed
+    // attribute is found by its label spelling, as the labels show it.
+    for q in [
+        "requests_total{code=\"503\"}",
+        "requests_total{ok=\"false\"}",
+        "requests_total{ratio=\"0.5\"}",
+        "requests_total{code=\"503\", ok=\"false\", ratio=\"0.5\"}",
+    ] {
+        assert_eq!(ask(q)[0]["value"][1], "7", "{q}");
+    }
+    for q in ["requests_total{code=\"404\"}", "requests_total{ok=\"true\"}"] {
+        assert_eq!(ask(q), Value::Array(vec![]), "{q}");
+    }
     let ti = ask("target_info");
     assert_eq!(
         (&ti[0]["metric"]["host_name"], &ti[0]["metric"]["job"]),

@@ -61,7 +61,16 @@ impl AttrFilter {
     /// The posting group of a filter on a record without events (a log
     /// record or metric point): there, as in `matches`, the `Event` scope
     /// means the record's own attributes, which are indexed as `Record`.
-    fn group_without_events(&self) -> Option<TermGroup> {
+    /// Whether a metric point matches (it has no events: the `Event`
+    /// scope is its own attributes).
+    pub(crate) fn matches_point(&self, p: &MetricPoint) -> bool {
+        match self.scope {
+            AttrScope::Record | AttrScope::Event => self.matches_list(&p.attributes),
+            AttrScope::Resource => self.matches_list(&p.resource.attributes),
+        }
+    }
+
+    pub(crate) fn group_without_events(&self) -> Option<TermGroup> {
         match self.scope {
             AttrScope::Event => AttrFilter {
                 scope: AttrScope::Record,
@@ -503,10 +512,7 @@ impl RecordQuery<MetricPoint> for MetricQuery {
         self.service.as_deref().is_none_or(|v| p.service_name() == v)
             && self.name.as_deref().is_none_or(|v| p.metric.name == v)
             && self.window.contains(p.time_unix_nano)
-            && self.attributes.iter().all(|f| match f.scope {
-                AttrScope::Record | AttrScope::Event => f.matches_list(&p.attributes),
-                AttrScope::Resource => f.matches_list(&p.resource.attributes),
-            })
+            && self.attributes.iter().all(|f| f.matches_point(p))
     }
 }
 

@@ -208,7 +208,7 @@ pub(crate) fn candidates(
 }
 
 /// Rows in both candidate sets; `None` is "no narrowing".
-fn both(a: Option<RoaringBitmap>, b: Option<RoaringBitmap>) -> Option<RoaringBitmap> {
+pub(crate) fn both(a: Option<RoaringBitmap>, b: Option<RoaringBitmap>) -> Option<RoaringBitmap> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a & b),
         (a, b) => a.or(b),

@@ -1,12 +1,12 @@
-//! A streaming scan of metric points by name and time window, for the
-//! PromQL evaluator (`skein-promql`), which groups the points into series
-//! itself.
+//! A streaming scan of metric points by name, attribute filters and time
+//! window, for the PromQL evaluator (`skein-promql`), which groups the
+//! points into series itself.
 //!
 //! Nothing is collected here: each point is handed to the caller as it is
 //! decoded, a part at most [`CHUNK`] rows at a time, so memory is the
-//! caller's (the series a query needs), not the scan's. The name postings
-//! only narrow: every point's name and time are checked again before the
-//! caller sees it.
+//! caller's (the series a query needs), not the scan's. The name and
+//! attribute postings only narrow: every point's name, attributes and time
+//! are checked again before the caller sees it.
 //!
 //! A point may be seen twice when the same record sits in two sources at
 //! once (a frozen hot table and the part it was just flushed to): metric
@@ -16,7 +16,8 @@
 use roaring::RoaringBitmap;
 use skein_model::MetricPoint;
 
-use super::search::Source;
+use super::filter::AttrFilter;
+use super::search::{Source, both, candidates};
 use super::window::Window;
 use crate::error::Result;
 use crate::record::Record;
@@ -26,15 +27,21 @@ use crate::terms;
 const CHUNK: usize = 4096;
 
 /// Calls `f` with every point in `w` whose metric name is one of `names`
-/// (`None`: every metric), across `sources`.
+/// (`None`: every metric) and that every filter matches, across `sources`.
 pub fn scan_points(
     sources: &[Source<MetricPoint>],
     names: Option<&[String]>,
+    filters: &[AttrFilter],
     w: Window,
     f: &mut dyn FnMut(&MetricPoint),
 ) -> Result<u64> {
-    let wanted =
-        |p: &MetricPoint| w.contains(p.time()) && names.is_none_or(|ns| ns.iter().any(|n| *n == p.metric.name));
+    let wanted = |p: &MetricPoint| {
+        w.contains(p.time())
+            && names.is_none_or(|ns| ns.iter().any(|n| *n == p.metric.name))
+            && filters.iter().all(|f| f.matches_point(p))
+    };
+    let groups: Vec<_> = filters.iter().filter_map(AttrFilter::group_without_events).collect();
+    let mut used = Vec::new();
     let mut examined = 0u64;
     for s in sources {
         match s {
@@ -49,16 +56,23 @@ pub fn scan_points(
                         }
                     }
                 };
-                match names {
-                    Some(ns) => {
-                        let mut rows = RoaringBitmap::new();
-                        for n in ns {
-                            if let Some(r) = m.posting(terms::name(n)) {
-                                rows.extend(r.iter().copied());
-                            }
+                let by_name = names.map(|ns| {
+                    let mut rows = RoaringBitmap::new();
+                    for n in ns {
+                        if let Some(r) = m.posting(terms::name(n)) {
+                            rows.extend(r.iter().copied());
                         }
-                        rows.iter().for_each(&mut visit);
                     }
+                    rows
+                });
+                let by_attrs = candidates(
+                    &groups,
+                    |t| Some(m.posting(t).map(|r| r.iter().copied().collect()).unwrap_or_default()),
+                    |_| false,
+                    &mut used,
+                );
+                match both(by_name, by_attrs) {
+                    Some(rows) => rows.iter().for_each(&mut visit),
                     None => (0..m.total_rows()).for_each(&mut visit),
                 }
             }
@@ -83,6 +97,14 @@ pub fn scan_points(
                         all
                     }
                 };
+                if let Some(c) = candidates(
+                    &groups,
+                    |t| Some(p.index.posting(t).cloned().unwrap_or_default()),
+                    |k| p.index.unindexed_keys.contains(&k),
+                    &mut used,
+                ) {
+                    rows &= c;
+                }
                 rows.remove_range(..range.start);
                 rows.remove_range(range.end..);
                 let rows: Vec<u32> = rows.iter().collect();

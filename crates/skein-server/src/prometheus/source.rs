@@ -8,8 +8,8 @@ use std::collections::HashMap;
 
 use std::sync::Arc;
 
-use skein_engine::{Engine, Window};
-use skein_model::{KeyValue, MetricDesc, MetricPoint, PointValue, Resource};
+use skein_engine::{AttrFilter, AttrPredicate, AttrScope, Engine, Window};
+use skein_model::{AnyValue, KeyValue, MetricDesc, MetricPoint, PointValue, Resource};
 use skein_promql::{Labels, MatchOp, Matcher, NAME, Series, SeriesSource, naming};
 
 pub struct EngineSource<'a> {
@@ -63,9 +63,15 @@ impl EngineSource<'_> {
             return Ok(());
         }
         let target_info = matchers.iter().all(|m| m.name != NAME || m.is_match("target_info"));
+        // target_info's labels come from resources, not point attributes.
+        let filters = if target_info {
+            Vec::new()
+        } else {
+            narrowing_filters(matchers)
+        };
         let mut memo = LabelMemo::default();
         self.engine
-            .scan_metric_points(names.as_deref(), w, &mut |p| {
+            .scan_metric_points(names.as_deref(), &filters, w, &mut |p| {
                 let t = (p.time_unix_nano / 1_000_000) as i64;
                 if let PointValue::Number(_) = p.value {
                     // Labels found once per series, not per point.
@@ -95,6 +101,56 @@ impl EngineSource<'_> {
             .map_err(|e| e.to_string())?;
         Ok(())
     }
+}
+
+/// Attribute filters every point a matcher keeps passes, for the scan's
+/// postings to narrow by: an equality matcher on a label that can come
+/// from one attribute key only (letters and digits, so no other key
+/// sanitizes to it; not one naming adds), with every value whose label
+/// spelling is the matcher's. The matchers still decide, on each point's
+/// labels.
+fn narrowing_filters(matchers: &[Matcher]) -> Vec<AttrFilter> {
+    const ADDED: &[&str] = &[NAME, "job", "instance", "le", "quantile"];
+    matchers
+        .iter()
+        .filter(|m| matches!(m.op, MatchOp::Equal) && !ADDED.contains(&m.name.as_str()))
+        .filter(|m| {
+            m.name.starts_with(|c: char| c.is_ascii_alphabetic()) && m.name.chars().all(|c| c.is_ascii_alphanumeric())
+        })
+        .filter_map(|m| {
+            let values = spelled(&m.value)?;
+            Some(AttrFilter {
+                scope: AttrScope::Record,
+                key: m.name.clone(),
+                predicate: AttrPredicate::AnyOf(values),
+            })
+        })
+        .collect()
+}
+
+/// The attribute values whose label value ([`naming::label_value`]) is
+/// `v`, if they are few and indexable: `None` for the empty value (an
+/// absent label), a JSON array or map, or hex that bytes could spell.
+fn spelled(v: &str) -> Option<Vec<AnyValue>> {
+    let hex = v.len().is_multiple_of(2) && v.bytes().all(|b| b.is_ascii_hexdigit());
+    if v.is_empty() || v.starts_with(['[', '{']) || hex {
+        return None;
+    }
+    let mut out = vec![AnyValue::Str(v.to_string())];
+    if let Ok(i) = v.parse::<i64>()
+        && i.to_string() == v
+    {
+        out.push(AnyValue::Int(i));
+    }
+    if let Ok(d) = v.parse::<f64>()
+        && skein_promql::format_float(d) == v
+    {
+        out.push(AnyValue::Double(d));
+    }
+    if let Ok(b) = v.parse::<bool>() {
+        out.push(AnyValue::Bool(b));
+    }
+    Some(out)
 }
 
 /// What a number point's Prometheus labels are made of: all of the point
@@ -205,5 +261,41 @@ impl SeriesSource for EngineSource<'_> {
                 Series { labels, samples }
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_spelled_by_every_attribute_value_they_can_come_from() {
+        assert_eq!(spelled("g0"), Some(vec![AnyValue::Str("g0".into())]));
+        assert_eq!(
+            spelled("5"),
+            Some(vec![AnyValue::Str("5".into()), AnyValue::Int(5), AnyValue::Double(5.0)])
+        );
+        assert_eq!(spelled("0.5").map(|v| v.len()), Some(2));
+        assert_eq!(spelled("007").map(|v| v.len()), Some(1), "007 is no int's spelling");
+        assert_eq!(spelled("true").map(|v| v.len()), Some(2));
+        for v in ["", "ab", "[1]", "{}"] {
+            assert_eq!(spelled(v), None, "{v}");
+        }
+    }
+
+    #[test]
+    fn only_labels_one_attribute_key_makes_narrow() {
+        let m = |name: &str, op: MatchOp, value: &str| Matcher::new(op, name, value);
+        let filters = narrowing_filters(&[
+            m(NAME, MatchOp::Equal, "x"),
+            m("job", MatchOp::Equal, "a"),
+            m("le", MatchOp::Equal, "1"),
+            m("http_method", MatchOp::Equal, "GET"),
+            m("status", MatchOp::NotEqual, "500"),
+            m("zone", MatchOp::Equal, ""),
+            m("group", MatchOp::Equal, "g0"),
+        ]);
+        let keys: Vec<&str> = filters.iter().map(|f| f.key.as_str()).collect();
+        assert_eq!(keys, ["group"]);
     }
 }
