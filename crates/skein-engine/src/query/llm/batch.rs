@@ -7,7 +7,7 @@ use arrow_array::types::{Float64Type, Int8Type, Int32Type, Int64Type, TimestampN
 use arrow_array::{Array, ArrayRef, BooleanArray, FixedSizeBinaryArray, PrimitiveArray, RecordBatch, StringArray};
 use skein_model::genai::{CallKind, Tokens};
 
-use super::calls::{CallRow, NameKeys};
+use super::row::{CallRow, NameKeys};
 
 /// A string column of a batch: plain, or dictionary-encoded as calls
 /// tables are read (their strings repeat: models, providers, agents, the

@@ -17,6 +17,7 @@
 mod batch;
 mod calls;
 mod names;
+mod row;
 mod sessions;
 mod usage;
 

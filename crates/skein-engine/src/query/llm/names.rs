@@ -89,7 +89,7 @@ impl Names {
 }
 
 /// The numbers of one batch's dictionary values (see
-/// [`NameKeys`](super::calls::NameKeys)), each found on first use: the
+/// [`NameKeys`](super::row::NameKeys)), each found on first use: the
 /// batch's rows then cost an index each rather than a lookup by name.
 #[derive(Default)]
 pub(super) struct KeyMemo {

@@ -10,8 +10,9 @@ use skein_model::Span;
 use skein_model::genai::{CallKind, LlmCall, PriceMemo, Pricing};
 
 use super::batch::{BatchKey, Strs, next_batch};
-use super::calls::{CallRow, Needs, visit_part, visit_unshadowed_calls};
+use super::calls::{Needs, visit_part, visit_unshadowed_calls};
 use super::names::{KeyMemo, Names};
+use super::row::CallRow;
 use crate::error::Result;
 use crate::hash::{FastMap, FastSet};
 use crate::part::calls;
@@ -362,7 +363,7 @@ fn session_traces(sources: &[Source<Span>], id: &str, w: Window, explain: &mut E
 /// Calls `f(trace, session, key)` for every span in `w` that carries a
 /// session id, but the rows `shadowed` names (a set per source, when
 /// given); `key` is (batch, key) when the id was read from a dictionary
-/// (see [`NameKeys`](super::calls::NameKeys)). Parts answer from three
+/// (see [`NameKeys`](super::row::NameKeys)). Parts answer from three
 /// columns of their calls tables.
 fn visit_session_marks(
     sources: &[Source<Span>],

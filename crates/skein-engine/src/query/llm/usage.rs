@@ -7,7 +7,8 @@ use serde::Serialize;
 use skein_model::Span;
 use skein_model::genai::{CallKind, CostSource, PriceMemo, Pricing, pricing::date_of};
 
-use super::calls::{CallRow, Needs, visit_calls};
+use super::calls::{Needs, visit_calls};
+use super::row::CallRow;
 use crate::error::Result;
 use crate::hash::FastMap;
 use crate::query::explain::Explain;
