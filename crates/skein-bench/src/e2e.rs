@@ -356,7 +356,7 @@ fn run_corpus(args: &E2eArgs, agent_corpus: bool) -> Result<(), String> {
     let stats = wait_stored(&server, corpus.expected_spans(), corpus.expected_logs())?;
     let parts_after_ingest = stats["parts"].as_u64().unwrap_or(0);
     let peak_ingest = server.peak_rss_bytes();
-    let stats = wait_settled(&server)?;
+    let stats = server.wait_settled()?;
     let parts_after_compaction = stats["parts"].as_u64().unwrap_or(0);
 
     let queries = match &corpus {
@@ -529,33 +529,6 @@ fn wait_stored(server: &SkeinProcess, spans: u64, logs: u64) -> Result<Value, St
             ));
         }
         std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// Waits until no flush or compaction has happened for a few seconds.
-fn wait_settled(server: &SkeinProcess) -> Result<Value, String> {
-    let pb = indicatif::ProgressBar::new_spinner();
-    pb.set_message("waiting for compaction to settle");
-    let deadline = Instant::now() + Duration::from_secs(900);
-    let mut last = (u64::MAX, u64::MAX, u64::MAX);
-    let mut stable_since = Instant::now();
-    loop {
-        let s = server.stats()?;
-        let now = (
-            s["parts"].as_u64().unwrap_or(0),
-            s["compactions"].as_u64().unwrap_or(0),
-            s["flushes"].as_u64().unwrap_or(0),
-        );
-        let busy = s["compacting"].as_bool().unwrap_or(false) || s["frozen_tiers"].as_u64().unwrap_or(0) > 0;
-        if now != last || busy {
-            last = now;
-            stable_since = Instant::now();
-        } else if stable_since.elapsed() >= Duration::from_secs(8) || Instant::now() > deadline {
-            pb.finish_and_clear();
-            return Ok(s);
-        }
-        pb.tick();
-        std::thread::sleep(Duration::from_millis(250));
     }
 }
 

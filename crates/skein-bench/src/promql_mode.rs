@@ -303,6 +303,14 @@ pub fn run(args: &PromqlArgs) -> Result<(), String> {
         args.series * scrapes as u64
     );
     let busy = load(args, t0, scrapes, &urls)?;
+    // Queries are timed on a settled store: the hot tier flushed (it is
+    // written out once it is a minute old) and no compaction running, so
+    // no background work lands in the timings.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while skein.stats()?["hot_records"].as_u64().unwrap_or(0) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    skein.wait_settled()?;
     let samples = args.series * scrapes as u64;
     let http = reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(600))

@@ -753,7 +753,7 @@ fn render_promql(v: &Value) -> String {
     let p = &v["params"];
     let r = &v["results"];
     let mut s = format!(
-        "## PromQL against Prometheus (`skein-bench promql`)\n\n{} counter series over {} h at {} s ({} samples), remote-written in time order to Skein and to {} on the same machine; {} runs of each query on each, medians. \
+        "## PromQL against Prometheus (`skein-bench promql`)\n\n{} counter series over {} h at {} s ({} samples), remote-written in time order to Skein and to {} on the same machine; Skein's hot tier flushed and compaction settled before timing; {} runs of each query on each, medians. \
          Both answers agree point by point (relative error ≤ 1e-9). Targets: instant ≤ {} ms, range ≤ {} ms ({}); within 2× of Prometheus: {}.\n\n",
         thousands(&p["series"]),
         p["hours"],

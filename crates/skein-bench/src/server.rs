@@ -108,6 +108,33 @@ impl SkeinProcess {
         get_json(&format!("{}/api/v1/stats", self.api))
     }
 
+    /// Waits until no flush or compaction has happened for a few seconds.
+    pub fn wait_settled(&self) -> Result<Value, String> {
+        let pb = indicatif::ProgressBar::new_spinner();
+        pb.set_message("waiting for compaction to settle");
+        let deadline = Instant::now() + Duration::from_secs(900);
+        let mut last = (u64::MAX, u64::MAX, u64::MAX);
+        let mut stable_since = Instant::now();
+        loop {
+            let s = self.stats()?;
+            let now = (
+                s["parts"].as_u64().unwrap_or(0),
+                s["compactions"].as_u64().unwrap_or(0),
+                s["flushes"].as_u64().unwrap_or(0),
+            );
+            let busy = s["compacting"].as_bool().unwrap_or(false) || s["frozen_tiers"].as_u64().unwrap_or(0) > 0;
+            if now != last || busy {
+                last = now;
+                stable_since = Instant::now();
+            } else if stable_since.elapsed() >= Duration::from_secs(8) || Instant::now() > deadline {
+                pb.finish_and_clear();
+                return Ok(s);
+            }
+            pb.tick();
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
     /// VmHWM: the peak resident set of the server process.
     pub fn peak_rss_bytes(&self) -> u64 {
         proc_status_kib(self.pid(), "VmHWM:") * 1024

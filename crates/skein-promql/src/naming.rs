@@ -24,7 +24,7 @@
 //! Not exposed (yet): exponential histograms (Prometheus native histograms)
 //! and delta-temporality sums and histograms (Prometheus has no deltas).
 
-use skein_model::metric::Temporality;
+use skein_model::metric::{Number, Temporality};
 use skein_model::{AnyValue, KeyValue, MetricDesc, MetricKind, MetricPoint, PointValue};
 
 use crate::{Labels, NAME, STALE_NAN_BITS, format_float};
@@ -311,12 +311,18 @@ fn with(base: &[(String, String)], name: &str, extra: Option<(&str, String)>) ->
 /// number, or the staleness marker for a point flagged "no recorded
 /// value"; `None` for a point without a value, or not a number point.
 pub fn number_value(p: &MetricPoint) -> Option<f64> {
-    let stale = p.flags & 1 != 0;
     match &p.value {
-        PointValue::Number(_) if stale => Some(f64::from_bits(STALE_NAN_BITS)),
-        PointValue::Number(n) => n.map(|n| n.as_f64()),
+        PointValue::Number(n) => number_sample(*n, p.flags),
         _ => None,
     }
+}
+
+/// [`number_value`] of a number point's value and flags.
+pub fn number_sample(value: Option<Number>, flags: u32) -> Option<f64> {
+    if flags & 1 != 0 {
+        return Some(f64::from_bits(STALE_NAN_BITS));
+    }
+    value.map(|n| n.as_f64())
 }
 
 /// The Prometheus samples of one point: `(labels, value)`, at the point's

@@ -507,7 +507,9 @@ fn promql_answers_as_prometheus_does() {
         &dir.path().join("prom"),
         "global:\n  scrape_interval: 15s\n  evaluation_interval: 1m\n",
     );
-    let skein = Server::start(&dir.path().join("skein"), &[]);
+    // A small hot tier: the samples are answered from several Parquet
+    // parts (read as series samples) and the hot tier at once.
+    let skein = Server::start(&dir.path().join("skein"), &["--hot-max-bytes", "1MiB"]);
     let client = reqwest::blocking::Client::new();
 
     // Whole minutes, two and a half hours ago: recent enough for
@@ -524,6 +526,12 @@ fn promql_answers_as_prometheus_does() {
         let (s, text) = post_write(&client, &format!("{}/prometheus/api/v1/write", skein.api), &body);
         assert_eq!(s, 204, "Skein refused a write: {text}");
     }
+
+    let parts = skein.get_json("/api/v1/stats")["parts"].as_u64().unwrap_or(0);
+    assert!(
+        parts >= 2,
+        "the samples should sit in parts too, not only the hot tier: {parts} parts"
+    );
 
     let secs = |t: i64| format!("{:.3}", t as f64 / 1000.0);
     let instants = [

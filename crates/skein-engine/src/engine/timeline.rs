@@ -87,19 +87,20 @@ fn expired_buckets(b: &Buckets, floor: u64) -> usize {
 
 impl Engine {
     /// Streams every metric point in `w` named one of `names` (`None`:
-    /// all) that every filter matches to `f`, across the hot tier and the
-    /// parts (see [`crate::query::series`]); returns the rows examined.
-    pub fn scan_metric_points(
+    /// all) that every filter matches to `sink`, number points of parts as
+    /// samples of their series, across the hot tier and the parts (see
+    /// [`crate::query::series`]); returns the rows examined.
+    pub fn scan_metric_series(
         &self,
         names: Option<&[String]>,
         filters: &[crate::query::AttrFilter],
         w: Window,
-        f: &mut dyn FnMut(&MetricPoint),
+        sink: &mut dyn crate::query::series::SeriesSink,
     ) -> Result<u64> {
         // Retention: nothing before the metrics' line (the scan re-checks
         // every point against the window).
         let w = self.live(crate::record::Signal::Metrics, w);
-        crate::query::series::scan_points(&self.state().sources::<MetricPoint>(), names, filters, w, f)
+        crate::query::series::scan_series(&self.state().sources::<MetricPoint>(), names, filters, w, sink)
     }
 }
 

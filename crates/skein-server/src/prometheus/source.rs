@@ -8,7 +8,8 @@ use std::collections::HashMap;
 
 use std::sync::Arc;
 
-use skein_engine::{AttrFilter, AttrPredicate, AttrScope, Engine, Window};
+use skein_engine::{AttrFilter, AttrPredicate, AttrScope, Engine, SeriesSink, Window};
+use skein_model::metric::Number;
 use skein_model::{AnyValue, KeyValue, MetricDesc, MetricPoint, PointValue, Resource};
 use skein_promql::{Labels, MatchOp, Matcher, NAME, Series, SeriesSource, naming};
 
@@ -69,37 +70,82 @@ impl EngineSource<'_> {
         } else {
             narrowing_filters(matchers)
         };
-        let mut memo = LabelMemo::default();
+        let mut sink = Sink {
+            matchers,
+            target_info,
+            memo: LabelMemo::default(),
+            handles: Vec::new(),
+            f,
+        };
         self.engine
-            .scan_metric_points(names.as_deref(), &filters, w, &mut |p| {
-                let t = (p.time_unix_nano / 1_000_000) as i64;
-                if let PointValue::Number(_) = p.value {
-                    // Labels found once per series, not per point.
-                    let series = memo.of(p, matchers, target_info);
-                    if let (Some(i), Some(v)) = (series.sample, naming::number_value(p)) {
-                        f(i, &memo.labels[i], t, v);
-                    }
-                    if let Some(i) = series.target_info {
-                        f(i, &memo.labels[i], t, 1.0);
-                    }
-                    return;
-                }
-                for (l, v) in naming::samples(p) {
-                    if l.matches(matchers) {
-                        let i = memo.number(l);
-                        f(i, &memo.labels[i], t, v);
-                    }
-                }
-                if target_info
-                    && let Some(l) = naming::target_info(p)
-                    && l.matches(matchers)
-                {
-                    let i = memo.number(l);
-                    f(i, &memo.labels[i], t, 1.0);
-                }
-            })
+            .scan_metric_series(names.as_deref(), &filters, w, &mut sink)
             .map_err(|e| e.to_string())?;
         Ok(())
+    }
+}
+
+/// A visit's [`SeriesSink`]: points and samples to Prometheus samples,
+/// handed to `f` when their labels match.
+struct Sink<'m, 'f> {
+    matchers: &'m [Matcher],
+    target_info: bool,
+    memo: LabelMemo,
+    /// The label sets of each series the scan described, by handle.
+    handles: Vec<SeriesLabels>,
+    f: &'f mut dyn FnMut(usize, &Labels, i64, f64),
+}
+
+impl Sink<'_, '_> {
+    fn emit(&mut self, series: SeriesLabels, t: i64, v: Option<f64>) {
+        if let (Some(i), Some(v)) = (series.sample, v) {
+            (self.f)(i, &self.memo.labels[i], t, v);
+        }
+        if let Some(i) = series.target_info {
+            (self.f)(i, &self.memo.labels[i], t, 1.0);
+        }
+    }
+}
+
+fn ms(time_unix_nano: u64) -> i64 {
+    (time_unix_nano / 1_000_000) as i64
+}
+
+impl SeriesSink for Sink<'_, '_> {
+    fn point(&mut self, p: &MetricPoint) {
+        let t = ms(p.time_unix_nano);
+        if let PointValue::Number(_) = p.value {
+            // Labels found once per series, not per point.
+            let series = self.memo.of(p, self.matchers, self.target_info);
+            self.emit(series, t, naming::number_value(p));
+            return;
+        }
+        for (l, v) in naming::samples(p) {
+            if l.matches(self.matchers) {
+                let i = self.memo.number(l);
+                (self.f)(i, &self.memo.labels[i], t, v);
+            }
+        }
+        if self.target_info
+            && let Some(l) = naming::target_info(p)
+            && l.matches(self.matchers)
+        {
+            let i = self.memo.number(l);
+            (self.f)(i, &self.memo.labels[i], t, 1.0);
+        }
+    }
+
+    fn series(&mut self, p: &MetricPoint) -> Option<u32> {
+        let series = self.memo.of(p, self.matchers, self.target_info);
+        if series.sample.is_none() && series.target_info.is_none() {
+            return None;
+        }
+        self.handles.push(series);
+        Some((self.handles.len() - 1) as u32)
+    }
+
+    fn sample(&mut self, series: u32, time_unix_nano: u64, value: Option<Number>, flags: u32) {
+        let labels = self.handles[series as usize];
+        self.emit(labels, ms(time_unix_nano), naming::number_sample(value, flags));
     }
 }
 

@@ -12,7 +12,7 @@ use skein_model::metric::*;
 use skein_model::{SpanId, TraceId};
 
 use super::*;
-use crate::stats::series_id;
+use crate::stats::{series_id, series_key};
 
 static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
     Arc::new(Schema::new(vec![
@@ -30,6 +30,9 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         field("attributes", DataType::Utf8, true),
         // Hash of name, resource and point attributes: one per series.
         field("series_id", DataType::UInt64, false),
+        // Hash of the series as a scan reads it: `series_id`, kind, unit
+        // and scope (see `stats::series_key`).
+        field("series_key", DataType::UInt64, false),
         field("value_double", DataType::Float64, true),
         field("value_int", DataType::Int64, true),
         field("count", DataType::UInt64, true),
@@ -238,6 +241,7 @@ impl Columnar for MetricPoint {
         let mut metadata = StringBuilder::new();
         let mut attributes = StringBuilder::new();
         let mut series = UInt64Builder::with_capacity(n);
+        let mut key = UInt64Builder::with_capacity(n);
         let mut vd = Float64Builder::with_capacity(n);
         let mut vi = Int64Builder::with_capacity(n);
         let mut count = UInt64Builder::with_capacity(n);
@@ -266,7 +270,9 @@ impl Columnar for MetricPoint {
             description.append_option((!m.description.is_empty()).then_some(&m.description));
             json.append(&mut metadata, &m.metadata);
             json.append(&mut attributes, &p.attributes);
-            series.append_value(series_id(p));
+            let id = series_id(p);
+            series.append_value(id);
+            key.append_value(series_key(p, id));
             let (d, i, c, s, lo, hi) = match &p.value {
                 PointValue::Number(Some(Number::Double(d))) => (Some(*d), None, None, None, None, None),
                 PointValue::Number(Some(Number::Int(i))) => (None, Some(*i), None, None, None, None),
@@ -301,6 +307,7 @@ impl Columnar for MetricPoint {
             Arc::new(metadata.finish()),
             Arc::new(attributes.finish()),
             Arc::new(series.finish()),
+            Arc::new(key.finish()),
             Arc::new(vd.finish()),
             Arc::new(vi.finish()),
             Arc::new(count.finish()),
@@ -436,9 +443,91 @@ impl Columnar for MetricPoint {
     }
 }
 
+/// The columns [`sample_rows`] reads: a point's series key and sample,
+/// none of its strings.
+pub(crate) const SAMPLE_COLUMNS: &[&str] = &["time_unix_nano", "series_key", "value_double", "value_int", "flags"];
+
+/// A row as a series scan first reads it (see [`sample_rows`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct SampleRow {
+    pub time: u64,
+    /// `stats::series_key`; `None` in a part written before the column.
+    pub key: Option<u64>,
+    /// The number, if the point is a number point with one.
+    pub value: Option<Number>,
+    pub flags: u32,
+}
+
+/// The [`SampleRow`]s of a batch of [`SAMPLE_COLUMNS`]: what a series scan
+/// needs of every row, with no string read.
+pub(crate) fn sample_rows(batch: &RecordBatch) -> Result<Vec<SampleRow>> {
+    let c = Cols::new(batch);
+    let time = c.ts("time_unix_nano")?;
+    let key = c.u64("series_key")?;
+    let vd = c.f64("value_double")?;
+    let vi = c.i64("value_int")?;
+    let flags = c.u32("flags")?;
+    Ok((0..batch.num_rows())
+        .map(|i| SampleRow {
+            time: from_ts(get_prim(time, i)),
+            key: get_prim(key, i),
+            value: get_prim(vi, i)
+                .map(Number::Int)
+                .or_else(|| get_prim(vd, i).map(Number::Double)),
+            flags: get_prim(flags, i).unwrap_or(0),
+        })
+        .collect())
+}
+
 /// Name, description, unit, metadata JSON and kind: one metric description.
 type DescKey = (String, String, String, Option<String>, MetricKindKey);
 
 /// `MetricKind` as a hash-map key component.
 #[derive(PartialEq, Eq, Hash)]
 struct MetricKindKey(MetricKind);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testdata;
+
+    #[test]
+    fn sample_rows_carry_the_series_key_and_number_of_each_row() {
+        let points = testdata::metric_points(10);
+        let refs: Vec<&MetricPoint> = points.iter().collect();
+        let batch = MetricPoint::to_batch(&refs).unwrap();
+        let wanted: Vec<usize> = SAMPLE_COLUMNS
+            .iter()
+            .map(|c| batch.schema().index_of(c).unwrap())
+            .collect();
+        let rows = sample_rows(&batch.project(&wanted).unwrap()).unwrap();
+        for (p, r) in points.iter().zip(&rows) {
+            assert_eq!(r.time, p.time_unix_nano);
+            assert_eq!(r.key, Some(series_key(p, series_id(p))));
+            let number = match p.value {
+                PointValue::Number(n) => n,
+                _ => None,
+            };
+            assert_eq!(r.value, number);
+        }
+        // Equal keys exactly for equal series: a point differing only in
+        // time and value shares its key; one in another scope does not.
+        let mut later = points[0].clone();
+        later.time_unix_nano += 1;
+        later.value = PointValue::Number(Some(Number::Int(7)));
+        assert_eq!(series_key(&later, series_id(&later)), rows[0].key.unwrap());
+        let mut scoped = points[0].clone();
+        scoped.scope = Arc::new(skein_model::Scope {
+            name: "other".into(),
+            ..Default::default()
+        });
+        assert_ne!(series_key(&scoped, series_id(&scoped)), rows[0].key.unwrap());
+        // A part written before the column: no keys, so rows are read whole.
+        let old: Vec<usize> = ["time_unix_nano", "value_double", "value_int", "flags"]
+            .iter()
+            .map(|c| batch.schema().index_of(c).unwrap())
+            .collect();
+        let rows = sample_rows(&batch.project(&old).unwrap()).unwrap();
+        assert!(rows.iter().all(|r| r.key.is_none()));
+    }
+}

@@ -10,7 +10,7 @@
 //! as empty, so later format versions can add columns without a break.
 
 mod logs;
-mod metrics;
+pub(crate) mod metrics;
 mod spans;
 
 use std::collections::HashMap;
