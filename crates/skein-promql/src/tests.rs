@@ -116,6 +116,34 @@ fn double_exponential_smoothing_follows_holts_steps() {
 }
 
 #[test]
+fn first_timestamps_and_median_absolute_deviation_over_time() {
+    let src = Mem(vec![series(
+        &[("__name__", "g"), ("job", "a")],
+        &[(0, 4.0), (10_000, 1.0), (20_000, 9.0), (30_000, 1.0), (40_000, 9.0), (50_000, 6.0)],
+    )]);
+    let at = 50_000;
+    let one = |q: &str| {
+        let v = vector(&src, q, at);
+        assert_eq!(v.len(), 1, "{q}: {v:?}");
+        v[0].clone()
+    };
+    // first_over_time keeps the name, as last_over_time does.
+    assert_eq!(one("first_over_time(g[1m])"), (l(&[("__name__", "g"), ("job", "a")]), 4.0));
+    assert_eq!(one("first_over_time(g[25s])").1, 1.0);
+    assert_eq!(one("ts_of_first_over_time(g[1m])"), (l(&[("job", "a")]), 0.0));
+    assert_eq!(one("ts_of_last_over_time(g[1m])").1, 50.0);
+    // Of equal extremes, the newest.
+    assert_eq!(one("ts_of_max_over_time(g[1m])").1, 40.0);
+    assert_eq!(one("ts_of_min_over_time(g[1m])").1, 30.0);
+    // Values 1 1 4 6 9 9: median 5; deviations 4 4 1 1 4 4: median 4.
+    assert_eq!(one("mad_over_time(g[1m])"), (l(&[("job", "a")]), 4.0));
+    // 1 9 6 (the last 25 s): median 6; deviations 5 3 0: median 3.
+    assert_eq!(one("mad_over_time(g[25s])").1, 3.0);
+    let nan = Mem(vec![series(&[("__name__", "n")], &[(0, 1.0), (10_000, f64::NAN)])]);
+    assert!(vector(&nan, "mad_over_time(n[1m])", 10_000)[0].1.is_nan());
+}
+
+#[test]
 fn lookback_staleness_offset_and_at() {
     let stale = f64::from_bits(crate::STALE_NAN_BITS);
     let src = Mem(vec![

@@ -66,8 +66,8 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, c: &Call, t: i64) -> Result<Value, Er
             if let Some(v) = v {
                 out.push(Sample {
                     // Prometheus drops the name for every function of a
-                    // range vector but last_over_time.
-                    labels: if name == "last_over_time" {
+                    // range vector but last_over_time and first_over_time.
+                    labels: if name == "last_over_time" || name == "first_over_time" {
                         s.labels
                     } else {
                         s.labels.without_name()
@@ -423,6 +423,20 @@ fn over_time(name: &str) -> Option<OverTime> {
             Some(m)
         },
         "last_over_time" => |s, _| s.last().map(|x| x.1),
+        "first_over_time" => |s, _| s.first().map(|x| x.1),
+        // Timestamps in seconds; of the newest sample among equals.
+        "ts_of_first_over_time" => |s, _| s.first().map(|x| seconds(x.0)),
+        "ts_of_last_over_time" => |s, _| s.last().map(|x| seconds(x.0)),
+        "ts_of_max_over_time" => |s, _| Some(seconds(ts_of_extreme(s, |v, m| v >= m || m.is_nan()))),
+        "ts_of_min_over_time" => |s, _| Some(seconds(ts_of_extreme(s, |v, m| v <= m || m.is_nan()))),
+        "mad_over_time" => |s, _| {
+            // A NaN makes the median, and so the deviation, undefined.
+            if s.iter().any(|x| x.1.is_nan()) {
+                return Some(f64::NAN);
+            }
+            let median = quantile(0.5, s.iter().map(|x| x.1).collect());
+            Some(quantile(0.5, s.iter().map(|x| (x.1 - median).abs()).collect()))
+        },
         "present_over_time" => |_, _| Some(1.0),
         "stddev_over_time" => |s, _| Some(stdvar_over_time(s).sqrt()),
         "stdvar_over_time" => |s, _| Some(stdvar_over_time(s)),
@@ -439,6 +453,23 @@ fn over_time(name: &str) -> Option<OverTime> {
         "resets" => |s, _| Some(s.windows(2).filter(|w| w[1].1 < w[0].1).count() as f64),
         _ => return None,
     })
+}
+
+/// Milliseconds to Prometheus's float seconds.
+fn seconds(ms: i64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+/// The time of the sample `replaces` keeps: walking the samples, a sample
+/// whose value `replaces(value, kept)` takes the place of the kept one.
+fn ts_of_extreme(s: &[(i64, f64)], replaces: fn(f64, f64) -> bool) -> i64 {
+    let (mut kept, mut at) = (s[0].1, s[0].0);
+    for &(t, v) in s {
+        if replaces(v, kept) {
+            (kept, at) = (v, t);
+        }
+    }
+    at
 }
 
 fn stdvar_over_time(s: &[(i64, f64)]) -> f64 {
