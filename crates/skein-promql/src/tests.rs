@@ -119,7 +119,14 @@ fn double_exponential_smoothing_follows_holts_steps() {
 fn first_timestamps_and_median_absolute_deviation_over_time() {
     let src = Mem(vec![series(
         &[("__name__", "g"), ("job", "a")],
-        &[(0, 4.0), (10_000, 1.0), (20_000, 9.0), (30_000, 1.0), (40_000, 9.0), (50_000, 6.0)],
+        &[
+            (0, 4.0),
+            (10_000, 1.0),
+            (20_000, 9.0),
+            (30_000, 1.0),
+            (40_000, 9.0),
+            (50_000, 6.0),
+        ],
     )]);
     let at = 50_000;
     let one = |q: &str| {
@@ -128,7 +135,10 @@ fn first_timestamps_and_median_absolute_deviation_over_time() {
         v[0].clone()
     };
     // first_over_time keeps the name, as last_over_time does.
-    assert_eq!(one("first_over_time(g[1m])"), (l(&[("__name__", "g"), ("job", "a")]), 4.0));
+    assert_eq!(
+        one("first_over_time(g[1m])"),
+        (l(&[("__name__", "g"), ("job", "a")]), 4.0)
+    );
     assert_eq!(one("first_over_time(g[25s])").1, 1.0);
     assert_eq!(one("ts_of_first_over_time(g[1m])"), (l(&[("job", "a")]), 0.0));
     assert_eq!(one("ts_of_last_over_time(g[1m])").1, 50.0);

@@ -161,6 +161,7 @@ enum Kind {
     Text,
     Pack,
     Wal,
+    ReplayFloor,
 }
 
 impl Kind {
@@ -180,6 +181,9 @@ impl Kind {
             } else {
                 None
             };
+        }
+        if name == crate::engine::replay_floor::FILE {
+            return Some(Kind::ReplayFloor);
         }
         (name.starts_with("wal/") && name.ends_with(".wal")).then_some(Kind::Wal)
     }
@@ -205,6 +209,7 @@ fn check_file(repo: &dyn Repo, name: &str, kind: Kind) -> std::result::Result<Op
             .map_err(|e| e.to_string()),
         Kind::Pack => check_pack(&*src, name).map(|_| None),
         Kind::Wal => crate::wal::check_segment(&whole()?),
+        Kind::ReplayFloor => crate::engine::replay_floor::ReplayFloor::decode(&whole()?).map(|_| None),
     }
 }
 

@@ -52,6 +52,7 @@ pub mod erasure;
 mod gc;
 mod recovery;
 mod refresh;
+pub(crate) mod replay_floor;
 mod retention;
 pub mod tier;
 // Time series for the web UI's charts.
@@ -256,6 +257,8 @@ pub(crate) struct Inner {
     /// inserting its records; for writing by payload garbage collection
     /// (see `gc`).
     payload_gate: RwLock<()>,
+    /// What dropped parts held, so their records are never replayed.
+    replay_floor: Mutex<replay_floor::ReplayFloor>,
     wal: Arc<Wal>,
     _lock: DirLock,
     gate: RwLock<()>,

@@ -10,6 +10,8 @@
 //! - a flush that wrote some signals' parts but not others: each signal
 //!   replays from its own parts' `covers_seq`, so nothing is lost or doubled.
 //! - a torn WAL tail: truncated (it was never acknowledged).
+//! - a log segment still holding records of a part since dropped: skipped
+//!   by the replay floor (`replay_floor`).
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -19,6 +21,7 @@ use std::time::Instant;
 use parking_lot::{Condvar, Mutex, RwLock};
 use skein_model::{LogRecord, MetricPoint, Span};
 
+use super::replay_floor::ReplayFloor;
 use super::tier::{State, Stored, Tier};
 use super::{EngineOptions, Inner};
 use crate::codec;
@@ -62,15 +65,19 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
     parts[0] = load_parts::<Span>(&store, &page_cache, &mut max_id, ro)?;
     parts[1] = load_parts::<LogRecord>(&store, &page_cache, &mut max_id, ro)?;
     parts[2] = load_parts::<MetricPoint>(&store, &page_cache, &mut max_id, ro)?;
+    // What dropped parts held counts as held (see `replay_floor`).
+    let floor = ReplayFloor::load(&opts.data_dir)?;
     let covers: Vec<u64> = parts
         .iter()
-        .map(|ps| ps.iter().map(|p| p.meta.covers_seq).max().unwrap_or(0))
+        .zip(floor.covers)
+        .map(|(ps, dropped)| ps.iter().map(|p| p.meta.covers_seq).max().unwrap_or(0).max(dropped))
         .collect();
     let max_seq = parts
         .iter()
         .flat_map(|ps| ps.iter().map(|p| p.meta.max_seq.max(p.meta.covers_seq)))
         .max()
-        .unwrap_or(0);
+        .unwrap_or(0)
+        .max(floor.max_seq);
     let active = Tier::new().with_text_indexes(opts.full_text);
     // Expired records are not replayed: one may still be in the log after
     // retention dropped its part (see `retention`).
@@ -129,6 +136,7 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
         holdable,
         payloads,
         payload_gate: RwLock::new(()),
+        replay_floor: Mutex::new(floor),
         wal: Arc::new(wal),
         _lock: lock,
         gate: RwLock::new(()),

@@ -557,6 +557,11 @@ impl Inner {
     /// crash safety); returns its bytes.
     pub(super) fn drop_part(&self, signal: Signal, p: &Arc<Part>) -> Result<u64> {
         let bytes = p.file_bytes();
+        // Before the part goes, so its records never come back from a log
+        // segment that still holds them.
+        self.replay_floor
+            .lock()
+            .raise(&self.opts.data_dir, signal, p.meta.covers_seq, p.meta.max_seq)?;
         {
             let mut st = self.state.write();
             st.parts[signal.index()].retain(|q| q.meta.id != p.meta.id);
