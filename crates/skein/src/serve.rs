@@ -46,6 +46,12 @@ pub struct ServeArgs {
     /// [default: 10s].
     #[arg(long, env = "SKEIN_REFRESH_INTERVAL", value_name = "DURATION")]
     refresh_interval: Option<String>,
+    /// How long an object the writer no longer needs (a part a merge
+    /// replaced) stays in the bucket before it is deleted, so --read-only
+    /// readers can finish reading it; longer than their --refresh-interval
+    /// plus a query (needs --storage) [default: 1m].
+    #[arg(long, env = "SKEIN_REMOVAL_GRACE", value_name = "DURATION")]
+    removal_grace: Option<String>,
     /// The S3 endpoint (over AWS_ENDPOINT_URL), e.g. http://127.0.0.1:9000.
     #[arg(long, value_name = "URL")]
     s3_endpoint: Option<String>,
@@ -205,6 +211,7 @@ struct FileConfig {
     storage_wait: Option<bool>,
     read_only: Option<bool>,
     refresh_interval: Option<String>,
+    removal_grace: Option<String>,
     s3_endpoint: Option<String>,
     s3_region: Option<String>,
     s3_allow_http: Option<bool>,
@@ -553,7 +560,16 @@ fn object_storage(
         if args.cache_dir.is_some() || args.cache_size.is_some() {
             return Err("--cache-dir and --cache-size need --storage s3://BUCKET/PREFIX".into());
         }
+        if args.removal_grace.is_some() || file.removal_grace.is_some() {
+            return Err("--removal-grace needs --storage s3://BUCKET/PREFIX".into());
+        }
         return Ok(None);
+    };
+    let removal_grace = match args.removal_grace.as_ref().or(file.removal_grace.as_ref()) {
+        // Zero is allowed: delete at once.
+        Some(a) => humantime::parse_duration(a.trim())
+            .map_err(|e| format!("--removal-grace: invalid duration {a:?} ({e}): use e.g. 0s, 30s, 5m"))?,
+        None => std::time::Duration::from_secs(60),
     };
     let cache_bytes = match (&args.cache_size, &file.cache_size) {
         (Some(s), _) => parse_size(s).map_err(|e| format!("--cache-size: {e}"))?,
@@ -570,6 +586,7 @@ fn object_storage(
             .unwrap_or_else(|| data_dir.join("cache")),
         cache_bytes: cache_bytes as u64,
         read_only: false,
+        removal_grace,
     }))
 }
 
@@ -678,6 +695,23 @@ mod tests {
         assert_eq!(build_config(&args).unwrap().0.hot_max_age, Duration::from_millis(250));
         args.hot_max_age = Some("soon".into());
         assert!(build_config(&args).unwrap_err().starts_with("--hot-max-age: "));
+    }
+
+    #[test]
+    fn removal_grace_needs_storage_and_defaults_to_a_minute() {
+        let grace = |args: &ServeArgs| build_config(args).map(|c| c.0.object_storage.map(|o| o.removal_grace));
+        let mut args = ServeArgs {
+            storage: Some("s3://bucket/prefix".into()),
+            ..Default::default()
+        };
+        assert_eq!(grace(&args).unwrap(), Some(Duration::from_secs(60)));
+        args.removal_grace = Some("0s".into());
+        assert_eq!(grace(&args).unwrap(), Some(Duration::ZERO), "zero deletes at once");
+        args.removal_grace = Some("later".into());
+        assert!(grace(&args).unwrap_err().starts_with("--removal-grace: "));
+        args.storage = None;
+        args.removal_grace = Some("5m".into());
+        assert!(grace(&args).unwrap_err().contains("needs --storage"));
     }
 
     #[test]

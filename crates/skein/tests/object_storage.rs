@@ -584,7 +584,11 @@ fn a_read_only_server_follows_the_writer() {
     let moto = Moto::start();
     moto.create_bucket(BUCKET);
     let dir = tempfile::tempdir().unwrap();
-    let writer = start(&dir.path().join("w"), &storage_flags(&moto.url(), "ro", &[]));
+    // The writer keeps what a merge replaced for 20 s before deleting it.
+    let writer = start(
+        &dir.path().join("w"),
+        &storage_flags(&moto.url(), "ro", &["--removal-grace", "20s"]),
+    );
     let c = corpus();
     // Everything the writer holds is in parts, and the parts in the bucket.
     let in_bucket = |s: &Server| {
@@ -635,8 +639,14 @@ fn a_read_only_server_follows_the_writer() {
         stored_ids(&reader).len() == 4000
     });
     assert!(stored_ids(&reader) == stored_ids(&writer));
-    // Idle, the writer merges its span parts into one and deletes the
-    // inputs; the reader drops them for the merged part.
+    let deletes = |s: &Server| {
+        s.get_json("/api/v1/stats")["object_storage"]["delete_requests"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let deletes_before = deletes(&writer);
+    // Idle, the writer merges its span parts into one and, after the
+    // grace, deletes the inputs; the reader drops them for the merged part.
     let span_parts = |s: &Server| {
         s.get_json("/api/v1/stats")["parts_by_signal"]["spans"]
             .as_u64()
@@ -645,6 +655,11 @@ fn a_read_only_server_follows_the_writer() {
     wait_for("the writer's merge", Duration::from_secs(60), || {
         span_parts(&writer) == 1 && uploaded(&writer)
     });
+    assert_eq!(
+        deletes(&writer),
+        deletes_before,
+        "the merge's inputs wait out their grace"
+    );
     wait_for("the reader to follow the merge", Duration::from_secs(30), || {
         span_parts(&reader) == 1
     });
@@ -652,6 +667,9 @@ fn a_read_only_server_follows_the_writer() {
         stored_ids(&reader) == stored_ids(&writer),
         "every span once after the merge"
     );
+    wait_for("the inputs deleted after their grace", Duration::from_secs(90), || {
+        deletes(&writer) > deletes_before
+    });
     let st = reader.get_json("/api/v1/stats");
     assert_eq!(st["read_only"], true);
     assert_eq!(writer.get_json("/api/v1/stats")["read_only"], false);

@@ -1256,6 +1256,8 @@ impl Inner {
                     }
                     Ok(())
                 });
+            // Objects whose removal grace is over (object storage only).
+            self.holdable.remove_due();
             if round.is_err() {
                 std::thread::sleep(Duration::from_secs(5));
             }

@@ -55,7 +55,11 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
     };
     // Every removal goes through the hold, so a backup can keep what it
     // copies (storage::hold).
-    let holdable = HoldableStore::new(raw_store);
+    let grace = opts
+        .object_storage
+        .as_ref()
+        .map_or(std::time::Duration::ZERO, |o| o.removal_grace);
+    let holdable = HoldableStore::new(raw_store, grace);
     let store: Arc<dyn PartStore> = holdable.clone();
     let payloads = PayloadStore::open(store.clone())?;
     let page_cache = PageCache::new(opts.page_cache_bytes);

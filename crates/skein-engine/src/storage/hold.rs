@@ -4,6 +4,12 @@
 //! every object it listed stays readable until it is copied, whatever
 //! merges, retention or payload collection decide meanwhile.
 //!
+//! With a grace (object storage: `--removal-grace`), every removal also
+//! waits that long first ([`HoldableStore::remove_due`] performs those
+//! due): a `--read-only` reader keeps reading the parts it listed until its
+//! next listing shows what replaced them, and a query it started on one
+//! must not find the object gone.
+//!
 //! Crash safety: a removal held back is one that has not happened yet, and
 //! every caller already survives that state, since a crash can come between
 //! any commit and the removal after it. A part a merge or a retention
@@ -13,7 +19,9 @@
 //! collection forgets. So a crash during a hold loses nothing and leaves
 //! nothing that recovery does not clear.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -23,6 +31,7 @@ use crate::error::Result;
 pub struct HoldableStore {
     inner: Arc<dyn PartStore>,
     held: Mutex<Held>,
+    grace: Duration,
 }
 
 #[derive(Default)]
@@ -30,14 +39,50 @@ struct Held {
     holds: usize,
     /// Removals asked for during holds, in the order asked.
     pending: Vec<String>,
+    /// Removals waiting out the grace, with when each is due (in order).
+    graced: VecDeque<(Instant, String)>,
 }
 
 impl HoldableStore {
-    pub fn new(inner: Arc<dyn PartStore>) -> Arc<HoldableStore> {
+    /// A store whose removals wait `grace` (zero: none) and any hold.
+    pub fn new(inner: Arc<dyn PartStore>, grace: Duration) -> Arc<HoldableStore> {
         Arc::new(HoldableStore {
             inner,
             held: Mutex::new(Held::default()),
+            grace,
         })
+    }
+
+    /// Performs the removals whose grace is over (those due during a hold
+    /// wait for it to end); returns how many it performed.
+    pub fn remove_due(&self) -> usize {
+        let due: Vec<String> = {
+            let mut h = self.held.lock();
+            let now = Instant::now();
+            let mut due = Vec::new();
+            while h.graced.front().is_some_and(|(at, _)| *at <= now) {
+                if let Some((_, name)) = h.graced.pop_front() {
+                    due.push(name);
+                }
+            }
+            if h.holds > 0 {
+                h.pending.extend(due);
+                return 0;
+            }
+            due
+        };
+        for name in &due {
+            // As after a hold: a failed removal leaves what recovery clears.
+            if let Err(e) = self.inner.remove(name) {
+                tracing::warn!("removing {} after its grace: {e}", self.inner.describe(name));
+            }
+        }
+        due.len()
+    }
+
+    /// Removals waiting out their grace.
+    pub fn graced_removals(&self) -> usize {
+        self.held.lock().graced.len()
     }
 
     /// Holds removals back until the returned guard is dropped.
@@ -86,6 +131,13 @@ impl PartStore for HoldableStore {
         self.inner.list(prefix)
     }
     fn create(&self, name: &str) -> Result<Box<dyn ObjectSink>> {
+        // A new object under a name whose removal waits (a sidecar
+        // rebuilt) is not the one that removal was for.
+        {
+            let mut h = self.held.lock();
+            h.pending.retain(|n| n != name);
+            h.graced.retain(|(_, n)| n != name);
+        }
         self.inner.create(name)
     }
     fn open(&self, name: &str) -> Result<Arc<dyn ObjectSource>> {
@@ -94,6 +146,13 @@ impl PartStore for HoldableStore {
     fn remove(&self, name: &str) -> Result<()> {
         {
             let mut h = self.held.lock();
+            if !self.grace.is_zero() {
+                if !h.graced.iter().any(|(_, n)| n == name) {
+                    let due = Instant::now() + self.grace;
+                    h.graced.push_back((due, name.to_string()));
+                }
+                return Ok(());
+            }
             if h.holds > 0 {
                 h.pending.push(name.to_string());
                 return Ok(());
@@ -130,7 +189,7 @@ mod tests {
     fn removals_wait_for_the_last_hold() {
         let dir = tempfile::tempdir().unwrap();
         let local: Arc<dyn PartStore> = Arc::new(LocalStore::open(dir.path(), &["spans"]).unwrap());
-        let store = HoldableStore::new(local);
+        let store = HoldableStore::new(local, Duration::ZERO);
         store.put("spans/a", b"a").unwrap();
         store.put("spans/b", b"b").unwrap();
         let first = store.hold();
@@ -145,5 +204,40 @@ mod tests {
         assert!(store.open("spans/a").is_err(), "removed once the last hold went");
         store.remove("spans/b").unwrap();
         assert!(store.open("spans/b").is_err(), "no hold: removed at once");
+    }
+
+    #[test]
+    fn removals_wait_out_the_grace_and_any_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let local: Arc<dyn PartStore> = Arc::new(LocalStore::open(dir.path(), &["spans"]).unwrap());
+        let store = HoldableStore::new(local, Duration::from_millis(200));
+        store.put("spans/a", b"a").unwrap();
+        store.put("spans/b", b"b").unwrap();
+        store.remove("spans/a").unwrap();
+        assert_eq!(store.remove_due(), 0, "not due yet");
+        assert_eq!(
+            store.get("spans/a").unwrap().as_ref(),
+            b"a",
+            "still readable in its grace"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+        store.remove("spans/b").unwrap();
+        let hold = store.hold();
+        assert_eq!(store.remove_due(), 0, "due, but a hold is in force");
+        assert!(store.open("spans/a").is_ok());
+        drop(hold);
+        assert!(store.open("spans/a").is_err(), "removed when the hold ended");
+        assert!(store.open("spans/b").is_ok(), "b's grace is not over");
+        assert_eq!(store.graced_removals(), 1);
+        std::thread::sleep(Duration::from_millis(250));
+        assert_eq!(store.remove_due(), 1);
+        assert!(store.open("spans/b").is_err());
+        // Written again during its grace: the new object stays.
+        store.put("spans/c", b"old").unwrap();
+        store.remove("spans/c").unwrap();
+        store.put("spans/c", b"new").unwrap();
+        std::thread::sleep(Duration::from_millis(250));
+        assert_eq!(store.remove_due(), 0);
+        assert_eq!(store.get("spans/c").unwrap().as_ref(), b"new");
     }
 }

@@ -77,6 +77,11 @@ pub struct ObjectStorageOptions {
     /// Read the bucket only: no lease, no uploads or deletions; the
     /// listing is taken again on [`PartStore::refresh`].
     pub read_only: bool,
+    /// How long an object no longer needed (a part a merge replaced, a
+    /// dropped part, a rewritten pack) stays in the bucket before it is
+    /// deleted, so a `read_only` reader that still lists it can finish
+    /// reading it.
+    pub removal_grace: std::time::Duration,
 }
 
 /// What `/api/v1/stats` shows of object storage.
@@ -911,6 +916,7 @@ mod tests {
             cache_dir: dir.join("cache"),
             cache_bytes,
             read_only: false,
+            removal_grace: std::time::Duration::ZERO,
         };
         BucketStore::open_on(
             remote,
@@ -1026,6 +1032,7 @@ mod tests {
                 cache_dir: dir.path().join("cache"),
                 cache_bytes,
                 read_only: false,
+                removal_grace: std::time::Duration::ZERO,
             };
             let s = BucketStore::open_on(
                 remote,
