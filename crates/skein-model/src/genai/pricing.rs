@@ -763,10 +763,8 @@ mod tests {
         assert!(close(p.cost(&c, at("2026-01-01")).usd.unwrap(), 1000.0 * 4.0 / 1e6));
     }
 
-    #[test]
-    fn dated_prices_change_on_their_day() {
-        let p = Pricing::with_overrides(
-            r#"
+    /// Model `m` at 10/40 per million tokens, then at 2/8 from 2025-06-10.
+    const DATED_M: &str = r#"
             [[model]]
             match = "m"
             input_per_mtok = 10
@@ -776,9 +774,11 @@ mod tests {
             input_per_mtok = 2
             output_per_mtok = 8
             effective_from = "2025-06-10"
-            "#,
-        )
-        .unwrap();
+            "#;
+
+    #[test]
+    fn dated_prices_change_on_their_day() {
+        let p = Pricing::with_overrides(DATED_M).unwrap();
         let c = call(&[("gen_ai.usage.input_tokens", 1_000_000)], "m", "x");
         assert!(close(p.cost(&c, at("2025-06-09")).usd.unwrap(), 10.0));
         assert!(close(p.cost(&c, at("2025-06-10")).usd.unwrap(), 2.0));
@@ -787,24 +787,13 @@ mod tests {
 
     #[test]
     fn keyed_lookups_are_remembered_per_key_and_day() {
-        let p = Pricing::with_overrides(
-            r#"
-            [[model]]
-            match = "m"
-            input_per_mtok = 10
-            output_per_mtok = 40
-            [[model]]
-            match = "m"
-            input_per_mtok = 2
-            output_per_mtok = 8
-            effective_from = "2025-06-10"
+        let n = r#"
             [[model]]
             match = "n"
             input_per_mtok = 1
             output_per_mtok = 1
-            "#,
-        )
-        .unwrap();
+            "#;
+        let p = Pricing::with_overrides(&format!("{DATED_M}{n}")).unwrap();
         let m = call(&[("gen_ai.usage.input_tokens", 1_000_000)], "m", "x");
         let n = call(&[("gen_ai.usage.input_tokens", 1_000_000)], "n", "x");
         let key = |model| ModelKey {
