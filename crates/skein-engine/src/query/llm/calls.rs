@@ -12,6 +12,7 @@ use super::batch::LlmBatch;
 use super::row::CallRow;
 use crate::error::Result;
 use crate::hash::FastSet;
+use crate::hot::MemTable;
 use crate::part::Part;
 use crate::part::calls::{self, CallsTable};
 use crate::part::columns::SPAN_LLM_COLUMNS;
@@ -55,25 +56,12 @@ pub(super) fn visit_unshadowed_calls(
 ) -> Result<()> {
     for (s, shadowed) in sources.iter().zip(shadowed) {
         match s {
-            Source::Mem(m) => {
-                let m = m.read();
-                let mut ex = SourceExplain::new("hot", None);
-                for (row, call) in m.llm_calls().iter() {
-                    if !m.is_live(row) || shadowed.contains(&row) {
-                        continue;
-                    }
-                    let sp = m.row(row);
-                    ex.rows_examined += 1;
-                    if !w.contains(sp.start_time_unix_nano) {
-                        continue;
-                    }
-                    let r = CallRow::of_span(sp, call);
-                    if r.counts() {
-                        f(&r);
-                    }
+            Source::Mem(m) => visit_hot_calls(m, w, shadowed, explain, &mut |sp, call| {
+                let r = CallRow::of_span(sp, call);
+                if r.counts() {
+                    f(&r);
                 }
-                explain.add(ex);
-            }
+            }),
             Source::Part(p) => {
                 let mut ex = SourceExplain::new("part", Some(p.meta.id));
                 if p.misses(w) {
@@ -86,6 +74,31 @@ pub(super) fn visit_unshadowed_calls(
         }
     }
     Ok(())
+}
+
+/// Calls `f(span, call)` for each live GenAI call of a hot table whose
+/// span starts in `w`, but the rows `shadowed` names; the rows examined go
+/// to a "hot" entry of `explain`.
+pub(super) fn visit_hot_calls(
+    m: &parking_lot::RwLock<MemTable<Span>>,
+    w: Window,
+    shadowed: &FastSet<u32>,
+    explain: &mut Explain,
+    f: &mut dyn FnMut(&Span, &LlmCall),
+) {
+    let m = m.read();
+    let mut ex = SourceExplain::new("hot", None);
+    for (row, call) in m.llm_calls().iter() {
+        if !m.is_live(row) || shadowed.contains(&row) {
+            continue;
+        }
+        let sp = m.row(row);
+        ex.rows_examined += 1;
+        if w.contains(sp.start_time_unix_nano) {
+            f(sp, call);
+        }
+    }
+    explain.add(ex);
 }
 
 const ROW_COLUMNS: &[&str] = &["start_time_unix_nano", "duration_ns", "status_code"];

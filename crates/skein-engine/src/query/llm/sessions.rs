@@ -10,7 +10,7 @@ use skein_model::Span;
 use skein_model::genai::{CallKind, LlmCall, PriceMemo, Pricing};
 
 use super::batch::{BatchKey, Strs, next_batch};
-use super::calls::{Needs, visit_part, visit_unshadowed_calls};
+use super::calls::{Needs, visit_hot_calls, visit_part, visit_unshadowed_calls};
 use super::names::{KeyMemo, Names};
 use super::row::CallRow;
 use crate::error::Result;
@@ -376,23 +376,11 @@ fn visit_session_marks(
     for (k, s) in sources.iter().enumerate() {
         let shadowed = shadowed.and_then(|v| v.get(k)).unwrap_or(&none);
         match s {
-            Source::Mem(m) => {
-                let m = m.read();
-                let mut ex = SourceExplain::new("hot", None);
-                for (row, call) in m.llm_calls().iter() {
-                    if !m.is_live(row) || shadowed.contains(&row) {
-                        continue;
-                    }
-                    let sp = m.row(row);
-                    ex.rows_examined += 1;
-                    if w.contains(sp.start_time_unix_nano)
-                        && let Some(session) = &call.session_id
-                    {
-                        f(sp.trace_id.as_u128(), session, None);
-                    }
+            Source::Mem(m) => visit_hot_calls(m, w, shadowed, explain, &mut |sp, call| {
+                if let Some(session) = &call.session_id {
+                    f(sp.trace_id.as_u128(), session, None);
                 }
-                explain.add(ex);
-            }
+            }),
             Source::Part(p) => {
                 let mut ex = SourceExplain::new("part", Some(p.meta.id));
                 if p.misses(w) {
