@@ -40,7 +40,8 @@ const CHUNK: usize = 4096;
 
 /// What [`scan_series`] hands its caller.
 pub trait SeriesSink {
-    /// A point handed over whole: from the hot tier, or not a number point.
+    /// A point handed over whole: from the hot tier, from a part written
+    /// before series keys, or not a number point.
     fn point(&mut self, p: &MetricPoint);
     /// The first point the scan meets of a part's number series: the
     /// handle its samples will carry, or `None` to skip them. The series'
@@ -148,7 +149,8 @@ pub fn scan_series(
 enum Known {
     /// A number series the sink takes samples of, by its handle.
     Samples(u32),
-    /// A number series the sink skips, or one no filter lets through.
+    /// A number series the sink skips, or one the names or filters leave
+    /// out.
     Skipped,
     /// Not a number series: its points are read whole.
     Whole,

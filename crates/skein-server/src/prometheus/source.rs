@@ -135,7 +135,8 @@ impl SeriesSink for Sink<'_, '_> {
     }
 
     fn series(&mut self, p: &MetricPoint) -> Option<u32> {
-        let series = self.memo.of(p, self.matchers, self.target_info);
+        // Called once per series key: no identity lookup needed.
+        let series = self.memo.derive(p, self.matchers, self.target_info);
         if series.sample.is_none() && series.target_info.is_none() {
             return None;
         }
@@ -271,20 +272,27 @@ impl LabelMemo {
         i
     }
 
+    /// The label sets of `p`'s series, derived once per series.
     fn of(&mut self, p: &MetricPoint, matchers: &[Matcher], target_info: bool) -> SeriesLabels {
         let h = Identity::hash(p);
         if let Some(found) = self.series.get(&h).and_then(|v| v.iter().find(|(id, _)| id.is(p))) {
             return found.1;
         }
+        let labels = self.derive(p, matchers, target_info);
+        self.series.entry(h).or_default().push((Identity::of(p), labels));
+        labels
+    }
+
+    /// The label sets of `p`'s series, derived now: for a point whose
+    /// series the caller already tells apart (the scan's series key).
+    fn derive(&mut self, p: &MetricPoint, matchers: &[Matcher], target_info: bool) -> SeriesLabels {
         let sample = naming::samples(p).into_iter().next().map(|(l, _)| l);
         let info = if target_info { naming::target_info(p) } else { None };
         let mut keep = |l: Option<Labels>| l.filter(|l| l.matches(matchers)).map(|l| self.number(l));
-        let labels = SeriesLabels {
+        SeriesLabels {
             sample: keep(sample),
             target_info: keep(info),
-        };
-        self.series.entry(h).or_default().push((Identity::of(p), labels));
-        labels
+        }
     }
 }
 
