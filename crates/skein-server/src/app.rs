@@ -1,32 +1,24 @@
 //! Shared server state.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
 
-use skein_engine::{Engine, Fault};
-use tokio::sync::broadcast;
+use skein_engine::{Engine, EngineOptions, Fault};
 
 use crate::admission::Admission;
 use crate::config::ServerConfig;
 use crate::metrics::Metrics;
+use crate::tenancy::{Space, Spaces, Tenant};
 
-/// A record that just arrived, for live tails.
-#[derive(Clone, Debug)]
-pub enum Arrival {
-    Span(Arc<skein_model::Span>),
-    Log(Arc<skein_model::LogRecord>),
-}
+pub use crate::tenancy::Arrival;
 
 pub struct App {
     pub config: ServerConfig,
-    engine: OnceLock<Arc<Engine>>,
-    /// SQL over the engine, made on first use (its memory pool is shared
-    /// by every query).
-    pub sql: OnceLock<Arc<skein_sql::Sql>>,
+    /// The home space and the tenants' (see `tenancy`).
+    spaces: Spaces,
     pub admission: Admission,
     pub metrics: Metrics,
-    pub arrivals: broadcast::Sender<Arrival>,
     shutting_down: AtomicBool,
     /// The tokens in force (replaced on SIGHUP).
     tokens: std::sync::RwLock<Option<Arc<crate::auth::TokenSet>>>,
@@ -37,10 +29,28 @@ pub struct App {
     waiting: std::sync::Mutex<Option<String>>,
 }
 
+/// Why a request's space could not be had.
+#[derive(Debug, Clone)]
+pub enum SpaceError {
+    /// The server is starting, waiting for storage or shutting down.
+    NotReady(NotReady),
+    /// The tenant's engine failed to open (its message).
+    Open(String),
+}
+
+impl SpaceError {
+    pub fn message(&self) -> String {
+        match self {
+            SpaceError::NotReady(nr) => nr.message().into_owned(),
+            SpaceError::Open(m) => m.clone(),
+        }
+    }
+}
+
 /// Why the server is not ready (what `/readyz` reports).
 #[derive(Debug, Clone)]
 pub enum NotReady {
-    /// No engine yet: recovery is running.
+    /// No home engine yet: recovery is running.
     Starting,
     /// No engine yet: the bucket cannot be reached, and `--storage-wait`
     /// says to wait for it (the reason).
@@ -48,7 +58,7 @@ pub enum NotReady {
     ShuttingDown,
     /// The engine answers queries, but something it must do keeps failing
     /// and needs an operator (a WAL that refuses writes, failing flushes or
-    /// merges). Never returned by [`App::engine`]: queries still work.
+    /// merges). Never returned by [`App::space`]: queries still work.
     Faulted(Vec<Fault>),
 }
 
@@ -109,12 +119,10 @@ impl App {
             audit: crate::audit::AuditLog::new(audit_path),
             tokens,
             auth_failures: Default::default(),
+            spaces: Spaces::new(config.tenant_retention.clone()),
             config,
-            engine: OnceLock::new(),
-            sql: OnceLock::new(),
             admission,
             metrics: Metrics::new(),
-            arrivals: broadcast::channel(4096).0,
             shutting_down: AtomicBool::new(false),
             waiting: std::sync::Mutex::new(None),
         }
@@ -142,39 +150,80 @@ impl App {
         *self.waiting.lock().unwrap_or_else(|e| e.into_inner()) = reason;
     }
 
-    pub fn set_engine(&self, e: Arc<Engine>) {
-        let _ = self.engine.set(e);
+    /// Sets the home engine, opened with `options` (the template of every
+    /// tenant's).
+    pub fn set_engine(&self, e: Arc<Engine>, options: EngineOptions) {
+        self.spaces.set_home(e, options);
     }
 
-    /// The engine, unless it is starting or shutting down (a faulted engine
-    /// is returned: it still answers queries).
-    pub fn engine(&self) -> Result<&Arc<Engine>, NotReady> {
+    /// Why no request can be served now, if so.
+    fn not_ready(&self) -> Option<NotReady> {
         if self.shutting_down.load(Ordering::SeqCst) {
-            return Err(NotReady::ShuttingDown);
+            return Some(NotReady::ShuttingDown);
         }
-        match self.engine.get() {
-            Some(e) => Ok(e),
-            None => match self.waiting.lock().unwrap_or_else(|e| e.into_inner()).clone() {
-                Some(reason) => Err(NotReady::WaitingForStorage(reason)),
-                None => Err(NotReady::Starting),
-            },
+        if self.spaces.home().is_some() {
+            return None;
+        }
+        Some(match self.waiting.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            Some(reason) => NotReady::WaitingForStorage(reason),
+            None => NotReady::Starting,
+        })
+    }
+
+    /// The space a request for `tenant` reads and writes, opening the
+    /// tenant's engine on its first request (a faulted engine is returned:
+    /// it still answers queries).
+    pub async fn space(&self, tenant: &Tenant) -> Result<Arc<Space>, SpaceError> {
+        if let Some(nr) = self.not_ready() {
+            return Err(SpaceError::NotReady(nr));
+        }
+        match self.spaces.get(tenant).await {
+            Some(got) => got.map_err(SpaceError::Open),
+            None => Err(SpaceError::NotReady(NotReady::Starting)),
         }
     }
 
-    /// The engine even while shutting down (for the final flush).
-    pub fn engine_any(&self) -> Option<&Arc<Engine>> {
-        self.engine.get()
+    /// Opens the tenants whose data is already on disk (at start, after
+    /// the home engine).
+    pub async fn open_existing_tenants(&self) {
+        for (id, e) in self.spaces.open_existing().await {
+            tracing::error!("tenant {id} did not open: {e}");
+        }
+    }
+
+    /// Every open space, home first, even while shutting down (for the
+    /// final flush, health and self-metrics).
+    pub fn spaces(&self) -> Vec<Arc<Space>> {
+        self.spaces.all()
+    }
+
+    /// The home engine, unless it is starting or shutting down.
+    pub fn home_engine(&self) -> Result<&Arc<Engine>, NotReady> {
+        match self.not_ready() {
+            Some(nr) => Err(nr),
+            None => self.spaces.home().map(|s| &s.engine).ok_or(NotReady::Starting),
+        }
     }
 
     pub fn begin_shutdown(&self) {
         self.shutting_down.store(true, Ordering::SeqCst);
     }
 
-    /// Ready means able to take writes: an engine that is open and has no
-    /// fault in force but ones that only degrade it (a damaged payload),
-    /// which `Ok` lists.
+    /// Ready means able to take writes: a home engine that is open, and
+    /// no space with a fault in force but ones that only degrade it (a
+    /// damaged payload), which `Ok` lists. A tenant's faults name the
+    /// tenant.
     pub fn ready(&self) -> Result<Vec<Fault>, NotReady> {
-        let faults = self.engine()?.faults();
+        self.home_engine()?;
+        let mut faults = Vec::new();
+        for space in self.spaces() {
+            for mut f in space.engine.faults() {
+                if let Some(id) = &space.tenant.0 {
+                    f.message = format!("tenant {id}: {}", f.message);
+                }
+                faults.push(f);
+            }
+        }
         if faults.iter().all(|f| f.kind.degrades_only()) {
             Ok(faults)
         } else {

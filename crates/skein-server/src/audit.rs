@@ -28,6 +28,9 @@ use serde::{Deserialize, Serialize};
 pub struct Entry {
     pub time: String,
     pub who: Option<String>,
+    /// The tenant the action was for (none: the home space).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
     pub client: Option<String>,
     pub action: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -42,6 +45,7 @@ impl Entry {
         Entry {
             time: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
             who: None,
+            tenant: None,
             client: None,
             action: action.into(),
             summary: String::new(),
@@ -111,6 +115,11 @@ impl AuditLog {
     /// The last `limit` entries, oldest first (lines that do not parse are
     /// skipped). Memory: `limit` entries; time: one pass over the file.
     pub fn tail(&self, limit: usize) -> std::io::Result<Vec<Entry>> {
+        self.tail_where(limit, |_| true)
+    }
+
+    /// [`AuditLog::tail`] of the entries `keep` keeps.
+    pub fn tail_where(&self, limit: usize, keep: impl Fn(&Entry) -> bool) -> std::io::Result<Vec<Entry>> {
         let f = match std::fs::File::open(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -121,6 +130,9 @@ impl AuditLog {
             let Ok(e) = serde_json::from_str::<Entry>(&line?) else {
                 continue;
             };
+            if !keep(&e) {
+                continue;
+            }
             if out.len() == limit {
                 out.pop_front();
             }

@@ -39,12 +39,22 @@ pub async fn middleware(State(app): State<Arc<App>>, req: Request, next: Next) -
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip().to_string());
-    let who = app.tokens().and_then(|set| {
+    let token = app.tokens().and_then(|set| {
         req.headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(tokens::bearer)
-            .and_then(|s| set.find(s).map(|t| t.name.clone()))
+            .and_then(|s| set.find(s).map(|t| (t.name.clone(), t.tenant.clone())))
+    });
+    let (who, token_tenant) = token.unzip();
+    // The token's tenant, or else the one a trusted gateway named.
+    let tenant = token_tenant.flatten().map(|t| t.to_string()).or_else(|| {
+        app.config
+            .tenant_header
+            .as_deref()
+            .and_then(|name| req.headers().get(name))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
     });
     let action = format!("{} {}", req.method(), req.uri().path());
     let resp = next.run(req).await;
@@ -58,6 +68,7 @@ pub async fn middleware(State(app): State<Arc<App>>, req: Request, next: Next) -
     };
     let mut e = Entry::now(action, outcome);
     e.who = who;
+    e.tenant = tenant;
     e.client = client;
     e.status = Some(status.as_u16());
     if let Some(Summary(s)) = resp.extensions().get::<Summary>() {

@@ -90,6 +90,13 @@ pub struct ServerConfig {
     /// Limits of `POST /api/v1/sql` (memory, timeout, JSON row cap).
     #[serde(skip)]
     pub sql: skein_sql::SqlOptions,
+    /// A header a trusted gateway sets to the tenant of each request
+    /// (`--tenant-header`; none: tenants come from tokens only).
+    pub tenant_header: Option<String>,
+    /// Retention of particular tenants (`--tenant-retention`); the others
+    /// keep `retention`.
+    #[serde(skip)]
+    pub tenant_retention: std::collections::BTreeMap<crate::tenancy::TenantId, skein_engine::Retention>,
 }
 
 pub const DEFAULT_OTLP_GRPC: &str = "127.0.0.1:4317";
@@ -131,6 +138,8 @@ impl ServerConfig {
             storage_wait: false,
             refresh_interval: Duration::from_secs(10),
             sql: skein_sql::SqlOptions::default(),
+            tenant_header: None,
+            tenant_retention: Default::default(),
         }
     }
 }

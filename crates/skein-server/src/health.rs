@@ -12,6 +12,7 @@ use axum::routing::get;
 use serde_json::{Value, json};
 
 use crate::app::{App, NotReady};
+use crate::tenancy::Tenant;
 
 pub fn routes() -> Router<Arc<App>> {
     Router::new()
@@ -52,20 +53,30 @@ fn readiness(ready: Result<Vec<skein_engine::Fault>, NotReady>) -> (StatusCode, 
     }
 }
 
-async fn metrics(State(app): State<Arc<App>>) -> Response {
-    let stats = match app.engine_any() {
-        Some(e) => {
-            let e = e.clone();
+/// Self-metrics of the caller's space (a tenant's token sees its tenant's
+/// engine; the home space's callers see the home engine and how many
+/// tenant spaces are open).
+async fn metrics(State(app): State<Arc<App>>, tenant: Tenant) -> Response {
+    let space = app.spaces().into_iter().find(|s| s.tenant == tenant);
+    let stats = match &space {
+        Some(s) => {
+            let e = s.engine.clone();
             tokio::task::spawn_blocking(move || e.stats()).await.ok()
         }
         None => None,
     };
-    let text = app.metrics.render(
+    let mut text = app.metrics.render(
         stats.as_ref(),
         app.admission.in_flight_bytes(),
         app.admission.max_bytes(),
-        app.sql.get().map_or(0, |s| s.running()),
+        space.as_ref().map_or(0, |s| s.sql_running()),
     );
+    if tenant == Tenant::HOME {
+        let open = app.spaces().iter().filter(|s| s.tenant != Tenant::HOME).count();
+        text.push_str(&format!(
+            "# HELP skein_tenants_open Tenant spaces open (each its own engine).\n# TYPE skein_tenants_open gauge\nskein_tenants_open {open}\n"
+        ));
+    }
     let mut r = text.into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -14,6 +14,7 @@ use skein_model::otlp::Decoded;
 use crate::app::App;
 use crate::body;
 use crate::ingest::{self, IngestError, OtlpSignal, Stored};
+use crate::tenancy::Tenant;
 
 /// What a request is charged before its body is read when it announces no
 /// length (a chunked upload); the ticket grows once the size is known.
@@ -24,25 +25,27 @@ const UNANNOUNCED_BYTES: usize = 64 << 10;
 /// labels the ingest metrics.
 pub async fn receive<S: OtlpSignal>(
     app: &Arc<App>,
+    tenant: &Tenant,
     headers: &HeaderMap,
     body: Body,
     protocol: &'static str,
     decode: impl FnOnce(&[u8]) -> Result<Decoded<S::Record>, String> + Send + 'static,
 ) -> Result<Stored, IngestError> {
     let started = Instant::now();
-    let outcome = admit_and_store::<S>(app, headers, body, protocol, decode).await;
+    let outcome = admit_and_store::<S>(app, tenant, headers, body, protocol, decode).await;
     ingest::account(app, started, &outcome);
     outcome
 }
 
 async fn admit_and_store<S: OtlpSignal>(
     app: &Arc<App>,
+    tenant: &Tenant,
     headers: &HeaderMap,
     body: Body,
     protocol: &'static str,
     decode: impl FnOnce(&[u8]) -> Result<Decoded<S::Record>, String> + Send + 'static,
 ) -> Result<Stored, IngestError> {
-    let engine = app.engine().map_err(IngestError::NotReady)?.clone();
+    let space = app.space(tenant).await?;
     let limit = app.config.max_body_bytes;
     // Charged before the body is read, so a flood is refused before its
     // bodies are buffered; a body longer than announced grows the ticket.
@@ -61,7 +64,7 @@ async fn admit_and_store<S: OtlpSignal>(
         // memory peaks.
         let _ticket = ticket;
         let decoded = decode(&bytes).map_err(IngestError::Malformed)?;
-        ingest::store::<S>(&app, &engine, decoded, protocol, bytes.len()).map_err(IngestError::storing)
+        ingest::store::<S>(&app, &space, decoded, protocol, bytes.len()).map_err(IngestError::storing)
     })
     .await
     .map_err(|e| IngestError::Internal(e.to_string()))?
@@ -89,7 +92,7 @@ pub(crate) mod tests {
         let mut opts = EngineOptions::new(dir);
         opts.background = false;
         let engine = Arc::new(Engine::open(opts).expect("engine opens"));
-        app.set_engine(engine.clone());
+        app.set_engine(engine.clone(), EngineOptions::new(dir));
         (app, engine)
     }
 
@@ -112,7 +115,7 @@ pub(crate) mod tests {
         "duration_ns": 1000}]"#;
 
     async fn send(app: &Arc<App>, headers: &HeaderMap, body: &'static str) -> Result<Stored, IngestError> {
-        receive::<Traces>(app, headers, Body::from(body), "json_api", |b| {
+        receive::<Traces>(app, &Tenant::HOME, headers, Body::from(body), "json_api", |b| {
             crate::json_api::parse(b).map_err(|e| e.to_string())
         })
         .await

@@ -18,8 +18,12 @@ use skein_engine::{Engine, IngestReport};
 use skein_model::otlp::{self, Decoded};
 use skein_model::{LogRecord, MetricPoint, ModelError, Span};
 
+use tokio::sync::broadcast;
+
+use crate::app::SpaceError;
 use crate::app::{App, Arrival, NotReady};
 use crate::body::BodyError;
+use crate::tenancy::Space;
 
 /// One OTLP signal: its request and response types and how to store it.
 pub trait OtlpSignal: Send + 'static {
@@ -34,8 +38,9 @@ pub trait OtlpSignal: Send + 'static {
     fn response(rejected: u64, message: String) -> Self::Response;
     /// Applies the redaction rules (before the records reach the WAL).
     fn redact(r: &skein_redact::Redactor, records: &mut [Self::Record]);
-    /// Publishes records to live tails (only when someone listens).
-    fn announce(_app: &App, _records: &[Self::Record]) {}
+    /// Publishes records to the live tails of their space (only when
+    /// someone listens).
+    fn announce(_arrivals: &broadcast::Sender<Arrival>, _records: &[Self::Record]) {}
 }
 
 pub struct Traces;
@@ -68,10 +73,10 @@ impl OtlpSignal for Traces {
             }),
         }
     }
-    fn announce(app: &App, records: &[Span]) {
-        if app.arrivals.receiver_count() > 0 {
+    fn announce(arrivals: &broadcast::Sender<Arrival>, records: &[Span]) {
+        if arrivals.receiver_count() > 0 {
             for s in records {
-                let _ = app.arrivals.send(Arrival::Span(Arc::new(s.clone())));
+                let _ = arrivals.send(Arrival::Span(Arc::new(s.clone())));
             }
         }
     }
@@ -103,10 +108,10 @@ impl OtlpSignal for Logs {
             }),
         }
     }
-    fn announce(app: &App, records: &[LogRecord]) {
-        if app.arrivals.receiver_count() > 0 {
+    fn announce(arrivals: &broadcast::Sender<Arrival>, records: &[LogRecord]) {
+        if arrivals.receiver_count() > 0 {
             for l in records {
-                let _ = app.arrivals.send(Arrival::Log(Arc::new(l.clone())));
+                let _ = arrivals.send(Arrival::Log(Arc::new(l.clone())));
             }
         }
     }
@@ -185,6 +190,15 @@ pub enum IngestError {
     Internal(String),
 }
 
+impl From<SpaceError> for IngestError {
+    fn from(e: SpaceError) -> Self {
+        match e {
+            SpaceError::NotReady(nr) => IngestError::NotReady(nr),
+            SpaceError::Open(m) => IngestError::Internal(m),
+        }
+    }
+}
+
 impl IngestError {
     /// Classifies a failed store: 503 / UNAVAILABLE for what a retry may
     /// fix, 400 / INVALID_ARGUMENT for a request the engine refuses as
@@ -241,12 +255,12 @@ pub fn account(app: &App, started: Instant, outcome: &Result<Stored, IngestError
     }
 }
 
-/// Stores decoded records (blocking: call from a blocking thread) and
-/// accounts for them. Rejections from decoding and from the engine's limits
-/// are reported together.
+/// Stores decoded records in `space` (blocking: call from a blocking
+/// thread) and accounts for them. Rejections from decoding and from the
+/// engine's limits are reported together.
 pub fn store<S: OtlpSignal>(
     app: &App,
-    engine: &Engine,
+    space: &Space,
     decoded: Decoded<S::Record>,
     protocol: &str,
     body_bytes: usize,
@@ -261,14 +275,14 @@ pub fn store<S: OtlpSignal>(
         S::redact(r, &mut records);
     }
     // Live tails see records only once they are stored.
-    let tail_copy = (app.arrivals.receiver_count() > 0).then(|| records.clone());
+    let tail_copy = (space.arrivals.receiver_count() > 0).then(|| records.clone());
     let report = if records.is_empty() {
         IngestReport::default()
     } else {
-        S::store(engine, records)?
+        S::store(&space.engine, records)?
     };
     if let Some(copy) = tail_copy {
-        S::announce(app, &copy);
+        S::announce(&space.arrivals, &copy);
     }
     rejected += report.rejected;
     errors.extend(report.errors);

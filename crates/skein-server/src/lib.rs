@@ -22,6 +22,7 @@ pub mod otlp_http;
 pub mod prometheus;
 pub mod serve;
 mod spans_api;
+pub mod tenancy;
 pub mod tls;
 pub mod ui;
 

@@ -104,10 +104,11 @@ impl Metrics {
         }
     }
 
-    pub fn auth_failure(&self, r: crate::auth::Refusal) {
+    pub fn auth_failure(&self, r: &crate::auth::Refusal) {
         let reason = match r {
             crate::auth::Refusal::Unauthenticated => "reason=\"unauthenticated\"",
-            crate::auth::Refusal::Forbidden(_) => "reason=\"forbidden\"",
+            crate::auth::Refusal::Forbidden(_) | crate::auth::Refusal::OtherTenant { .. } => "reason=\"forbidden\"",
+            crate::auth::Refusal::BadTenant(_) => "reason=\"bad_tenant\"",
             crate::auth::Refusal::Throttled => "reason=\"throttled\"",
         };
         self.auth_failures.add(reason, 1);

@@ -21,15 +21,19 @@ use tonic::{Request, Response, Status};
 
 use crate::app::App;
 use crate::ingest::{self, IngestError, Logs, Metrics, OtlpSignal, Stored, Traces};
+use crate::tenancy::Tenant;
 
 #[derive(Clone)]
 pub struct Otlp {
     app: Arc<App>,
 }
 
-async fn export<S: OtlpSignal>(app: &Arc<App>, req: S::Request) -> Result<S::Response, Status> {
+/// Stores one call's request in the space of the tenant the gate's
+/// interceptor named (the home space when no interceptor ran).
+async fn export<S: OtlpSignal>(app: &Arc<App>, request: Request<S::Request>) -> Result<S::Response, Status> {
     let started = Instant::now();
-    let outcome = store::<S>(app, req).await;
+    let tenant = request.extensions().get::<Tenant>().cloned().unwrap_or_default();
+    let outcome = store::<S>(app, &tenant, request.into_inner()).await;
     ingest::account(app, started, &outcome);
     let stored = outcome.map_err(status)?;
     if stored.nothing_valid() {
@@ -40,15 +44,15 @@ async fn export<S: OtlpSignal>(app: &Arc<App>, req: S::Request) -> Result<S::Res
 
 /// Admits a decoded request (tonic read and decoded it within the size
 /// limit) and stores it on a blocking thread.
-async fn store<S: OtlpSignal>(app: &Arc<App>, req: S::Request) -> Result<Stored, IngestError> {
-    let engine = app.engine().map_err(IngestError::NotReady)?.clone();
+async fn store<S: OtlpSignal>(app: &Arc<App>, tenant: &Tenant, req: S::Request) -> Result<Stored, IngestError> {
+    let space = app.space(tenant).await?;
     let size = req.encoded_len();
     let ticket = app.admission.try_admit(size).ok_or(IngestError::Overloaded)?;
     let app = app.clone();
     tokio::task::spawn_blocking(move || {
         let _ticket = ticket;
         let decoded = S::convert(req);
-        ingest::store::<S>(&app, &engine, decoded, "grpc", size).map_err(IngestError::storing)
+        ingest::store::<S>(&app, &space, decoded, "grpc", size).map_err(IngestError::storing)
     })
     .await
     .map_err(|e| IngestError::Internal(e.to_string()))?
@@ -78,9 +82,7 @@ impl TraceService for Otlp {
         &self,
         request: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
-        export::<Traces>(&self.app, request.into_inner())
-            .await
-            .map(Response::new)
+        export::<Traces>(&self.app, request).await.map(Response::new)
     }
 }
 
@@ -90,7 +92,7 @@ impl LogsService for Otlp {
         &self,
         request: Request<ExportLogsServiceRequest>,
     ) -> Result<Response<ExportLogsServiceResponse>, Status> {
-        export::<Logs>(&self.app, request.into_inner()).await.map(Response::new)
+        export::<Logs>(&self.app, request).await.map(Response::new)
     }
 }
 
@@ -100,9 +102,7 @@ impl MetricsService for Otlp {
         &self,
         request: Request<ExportMetricsServiceRequest>,
     ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
-        export::<Metrics>(&self.app, request.into_inner())
-            .await
-            .map(Response::new)
+        export::<Metrics>(&self.app, request).await.map(Response::new)
     }
 }
 
@@ -151,9 +151,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (app, engine) = app_with_engine(dir.path());
         let request = spans_to_otlp(&Corpus::with_shape(1, 2, 1, 1, 1_700_000_000_000_000_000).spans(0..1));
-        assert!(export::<Traces>(&app, request.clone()).await.is_ok());
+        assert!(export::<Traces>(&app, Request::new(request.clone())).await.is_ok());
         engine.close().unwrap();
-        let status = export::<Traces>(&app, request).await.unwrap_err();
+        let status = export::<Traces>(&app, Request::new(request)).await.unwrap_err();
         assert_eq!(status.code(), tonic::Code::Unavailable);
         assert_eq!(status.message(), "storing failed: the engine is shutting down");
         assert!(rejected(&app, "unavailable"));

@@ -21,6 +21,7 @@ use crate::app::App;
 use crate::body::{self, Encoding};
 use crate::http_ingest;
 use crate::ingest::{IngestError, Logs, Metrics, OtlpSignal, Traces};
+use crate::tenancy::Tenant;
 
 pub fn routes() -> Router<Arc<App>> {
     Router::new()
@@ -100,7 +101,12 @@ fn decode<S: OtlpSignal>(enc: Encoding, bytes: &[u8]) -> Result<Decoded<S::Recor
     Ok(S::convert(request))
 }
 
-async fn export<S: OtlpSignal>(State(app): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
+async fn export<S: OtlpSignal>(
+    State(app): State<Arc<App>>,
+    tenant: Tenant,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     // Errors before the type is known answer in protobuf (the default
     // encoding of OTLP/HTTP).
     let enc = match body::encoding(&headers) {
@@ -115,10 +121,11 @@ async fn export<S: OtlpSignal>(State(app): State<Arc<App>>, headers: HeaderMap, 
         Encoding::Protobuf => "http_protobuf",
         Encoding::Json => "http_json",
     };
-    let stored = match http_ingest::receive::<S>(&app, &headers, body, protocol, move |b| decode::<S>(enc, b)).await {
-        Ok(s) => s,
-        Err(e) => return refusal(&e, enc),
-    };
+    let stored =
+        match http_ingest::receive::<S>(&app, &tenant, &headers, body, protocol, move |b| decode::<S>(enc, b)).await {
+            Ok(s) => s,
+            Err(e) => return refusal(&e, enc),
+        };
     if stored.nothing_valid() {
         return error_response(StatusCode::BAD_REQUEST, INVALID_ARGUMENT, &stored.message, enc);
     }
@@ -157,7 +164,7 @@ mod tests {
             };
             let mut headers = HeaderMap::new();
             headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(enc.content_type()));
-            let r = export::<Traces>(State(app.clone()), headers, Body::from(bytes)).await;
+            let r = export::<Traces>(State(app.clone()), Tenant::HOME, headers, Body::from(bytes)).await;
             assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE, "{enc:?}");
             assert_eq!(r.headers()[header::RETRY_AFTER], "1");
             assert_eq!(r.headers()[header::CONTENT_TYPE], enc.content_type());

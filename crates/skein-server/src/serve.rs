@@ -308,7 +308,8 @@ pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()> + Send
         }
     };
     app.set_waiting(None);
-    app.set_engine(engine.clone());
+    app.set_engine(engine.clone(), opts);
+    app.open_existing_tenants().await;
     tracing::info!("ready: data dir {}", config.data_dir.display());
 
     (&mut shutdown).await;
@@ -323,13 +324,16 @@ pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()> + Send
         tracing::warn!("in-flight requests did not finish within {:?}", config.shutdown_timeout);
     }
     app.begin_shutdown();
-    let e = engine.clone();
+    let spaces = app.spaces();
     let wait = config.shutdown_timeout;
     tokio::task::spawn_blocking(move || {
-        e.close()?;
+        // Tenants first, the home engine last; each flushes its hot tier.
+        for space in spaces.iter().rev() {
+            space.engine.close()?;
+        }
         // Parts on object storage: give the last ones a chance to reach the
         // bucket. Those that do not stay staged and go up after a restart.
-        if !e.wait_uploaded(wait) {
+        if !spaces.iter().all(|s| s.engine.wait_uploaded(wait)) {
             tracing::warn!("some parts are not uploaded yet; they stay on local disk until the next start");
         }
         Ok::<_, skein_engine::Error>(())

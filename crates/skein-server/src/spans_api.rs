@@ -14,6 +14,7 @@ use serde_json::json;
 use crate::app::App;
 use crate::http_ingest;
 use crate::ingest::{IngestError, Traces};
+use crate::tenancy::Tenant;
 
 pub fn error(status: StatusCode, code: &str, message: &str) -> Response {
     let mut r = (status, Json(json!({"error": {"code": code, "message": message}}))).into_response();
@@ -44,9 +45,9 @@ fn refusal(e: &IngestError) -> Response {
     }
 }
 
-pub async fn post_spans(State(app): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
+pub async fn post_spans(State(app): State<Arc<App>>, tenant: Tenant, headers: HeaderMap, body: Body) -> Response {
     let parse = |b: &[u8]| crate::json_api::parse(b).map_err(|e| e.to_string());
-    let s = match http_ingest::receive::<Traces>(&app, &headers, body, "json_api", parse).await {
+    let s = match http_ingest::receive::<Traces>(&app, &tenant, &headers, body, "json_api", parse).await {
         Ok(s) => s,
         Err(e) => return refusal(&e),
     };
@@ -80,7 +81,7 @@ mod tests {
         let span = r#"[{"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "span_id": "00f067aa0ba902b7",
             "name": "GET /cart", "service": "checkout", "start_time_unix_nano": 1700000000000000000,
             "duration_ns": 1000}]"#;
-        let r = post_spans(State(app.clone()), HeaderMap::new(), Body::from(span)).await;
+        let r = post_spans(State(app.clone()), Tenant::HOME, HeaderMap::new(), Body::from(span)).await;
         assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(r.headers()[axum::http::header::RETRY_AFTER], "1");
         let body = axum::body::to_bytes(r.into_body(), usize::MAX).await.unwrap();

@@ -157,6 +157,17 @@ pub struct ServeArgs {
     /// reach the port can then read and write everything).
     #[arg(long, env = "SKEIN_ALLOW_UNAUTHENTICATED")]
     allow_unauthenticated: bool,
+    /// A header naming each request's tenant (e.g. X-Scope-OrgID), set by
+    /// a trusted gateway in front. A token bound to a tenant may only
+    /// repeat its own there; with other tokens (or none) the header
+    /// chooses, so enable it only behind a gateway that sets it.
+    #[arg(long, env = "SKEIN_TENANT_HEADER", value_name = "NAME")]
+    tenant_header: Option<String>,
+    /// How long one tenant's records are kept, `TENANT:POLICY` with POLICY
+    /// as --retention (`acme:spans=7d,logs=3d`); repeat for more tenants.
+    /// Other tenants keep --retention.
+    #[arg(long, value_name = "TENANT:POLICY")]
+    tenant_retention: Vec<String>,
     /// How long records are kept, by their time (span start, log time,
     /// metric point time) against the wall clock: `spans=7d,logs=3d,
     /// metrics=30d`; a bare duration (`30d`, or `all=30d`) sets the
@@ -236,6 +247,9 @@ struct FileConfig {
     redact_defaults: Option<bool>,
     metrics_public: Option<bool>,
     allow_unauthenticated: Option<bool>,
+    tenant_header: Option<String>,
+    /// Tenant name → retention policy.
+    tenant_retention: Option<std::collections::BTreeMap<String, String>>,
     shutdown_timeout: Option<u64>,
     retention: Option<String>,
     retention_interval: Option<String>,
@@ -245,6 +259,31 @@ struct FileConfig {
     tls_key: Option<PathBuf>,
     audit_log: Option<PathBuf>,
     log: Option<String>,
+}
+
+/// A header name for --tenant-header: an HTTP token, and not one that
+/// carries something else already.
+fn parse_tenant_header(name: &str) -> Result<String, String> {
+    let name = name.trim();
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(format!(
+            "{name:?} is not a header name (use letters, digits, '-' and '_')"
+        ));
+    }
+    let lower = name.to_ascii_lowercase();
+    if matches!(
+        lower.as_str(),
+        "authorization" | "host" | "content-type" | "content-length" | "content-encoding"
+    ) {
+        return Err(format!(
+            "{name} carries something else; pick a header of its own, e.g. X-Scope-OrgID"
+        ));
+    }
+    Ok(lower)
 }
 
 /// Parses `65536`, `64KiB`, `64MiB`, `1GiB`, `10MB`.
@@ -501,6 +540,24 @@ fn build_config(args: &ServeArgs) -> Result<(ServerConfig, String), String> {
     if let Some(r) = args.retention.as_ref().or(file.retention.as_ref()) {
         c.retention = r.parse().map_err(|e: String| format!("--retention: {e}"))?;
     }
+    if let Some(h) = args.tenant_header.as_ref().or(file.tenant_header.as_ref()) {
+        c.tenant_header = Some(parse_tenant_header(h).map_err(|e| format!("--tenant-header: {e}"))?);
+    }
+    let mut tenant_retention: Vec<(String, String)> =
+        file.tenant_retention.clone().unwrap_or_default().into_iter().collect();
+    for t in &args.tenant_retention {
+        let (tenant, policy) = t
+            .split_once(':')
+            .ok_or_else(|| format!("--tenant-retention {t:?}: use TENANT:POLICY, e.g. acme:spans=7d"))?;
+        tenant_retention.push((tenant.to_string(), policy.to_string()));
+    }
+    for (tenant, policy) in tenant_retention {
+        let id: skein_server::tenancy::TenantId = tenant.parse().map_err(|e| format!("--tenant-retention: {e}"))?;
+        let r = policy
+            .parse()
+            .map_err(|e: String| format!("--tenant-retention {id}: {e}"))?;
+        c.tenant_retention.insert(id, r);
+    }
     if let Some(a) = args.retention_interval.as_ref().or(file.retention_interval.as_ref()) {
         c.retention_interval = parse_age(a).map_err(|e| format!("--retention-interval: {e}"))?;
     }
@@ -712,6 +769,57 @@ mod tests {
         args.storage = None;
         args.removal_grace = Some("5m".into());
         assert!(grace(&args).unwrap_err().contains("needs --storage"));
+    }
+
+    #[test]
+    fn tenant_flags_parse_or_say_what_is_wrong() {
+        let c = build_config(&ServeArgs::default()).unwrap().0;
+        assert!(c.tenant_header.is_none() && c.tenant_retention.is_empty());
+        let mut args = ServeArgs {
+            tenant_header: Some("X-Scope-OrgID".into()),
+            tenant_retention: vec!["acme:spans=7d".into(), "beta:30d".into()],
+            ..Default::default()
+        };
+        let c = build_config(&args).unwrap().0;
+        assert_eq!(c.tenant_header.as_deref(), Some("x-scope-orgid"));
+        let acme: skein_server::tenancy::TenantId = "acme".parse().unwrap();
+        assert_eq!(c.tenant_retention[&acme].spans, Some(Duration::from_secs(7 * 86_400)));
+        assert_eq!(c.tenant_retention.len(), 2);
+        args.tenant_retention = vec!["acme".into()];
+        assert!(build_config(&args).unwrap_err().contains("use TENANT:POLICY"));
+        args.tenant_retention = vec!["a/b:7d".into()];
+        assert!(
+            build_config(&args)
+                .unwrap_err()
+                .starts_with("--tenant-retention: tenant \"a/b\"")
+        );
+        args.tenant_retention = vec!["acme:soon".into()];
+        assert!(
+            build_config(&args)
+                .unwrap_err()
+                .starts_with("--tenant-retention acme: ")
+        );
+        args.tenant_retention = Vec::new();
+        args.tenant_header = Some("Authorization".into());
+        assert!(build_config(&args).unwrap_err().starts_with("--tenant-header: "));
+        args.tenant_header = Some("x tenant".into());
+        assert!(build_config(&args).unwrap_err().contains("not a header name"));
+        // From the file, too.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("skein.toml");
+        std::fs::write(
+            &path,
+            "tenant_header = \"X-Tenant\"\n[tenant_retention]\nacme = \"3d\"\n",
+        )
+        .unwrap();
+        let c = build_config(&ServeArgs {
+            config: Some(path),
+            ..Default::default()
+        })
+        .unwrap()
+        .0;
+        assert_eq!(c.tenant_header.as_deref(), Some("x-tenant"));
+        assert_eq!(c.tenant_retention[&acme].logs, Some(Duration::from_secs(3 * 86_400)));
     }
 
     #[test]

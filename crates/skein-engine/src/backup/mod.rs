@@ -35,6 +35,28 @@ pub use verify::{Damage, VerifyReport, verify};
 /// Where a data directory's parts are, relative to it.
 const PARTS: &str = "parts";
 
+/// Where a data directory may hold other whole data directories, each
+/// under its own name (a server's tenants: `tenants/<name>/…`). A backup,
+/// restore or verify of a data directory or backup covers those nested
+/// below it too, each as its own (`nested`), at the same relative place.
+pub const NESTED_DIR: &str = "tenants";
+
+/// The nested data directory a relative file name belongs to, if any.
+pub(crate) fn nested_name(file: &str) -> Option<&str> {
+    let rest = file.strip_prefix(NESTED_DIR)?.strip_prefix('/')?;
+    rest.split_once('/').map(|(name, _)| name)
+}
+
+/// The names of the nested data directories (or backups) at `loc`.
+pub fn nested(loc: &Location) -> Result<Vec<String>> {
+    let names: std::collections::BTreeSet<String> = repo::open(loc)?
+        .list()?
+        .iter()
+        .filter_map(|(n, _)| nested_name(n).map(str::to_string))
+        .collect();
+    Ok(names.into_iter().collect())
+}
+
 /// What a backup wrote.
 #[derive(Debug, Clone, Serialize)]
 pub struct BackupReport {
@@ -57,6 +79,9 @@ pub struct RestoreReport {
     pub seconds: f64,
     /// When the backup restored was taken (Unix ms).
     pub backup_created_unix_ms: u64,
+    /// The nested backups restored with it (see [`NESTED_DIR`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nested: Vec<String>,
 }
 
 /// Copies `names` of `store` to an empty `to`, manifest last. The caller
@@ -163,13 +188,32 @@ pub fn restore(from: &Location, data_dir: &Path) -> Result<RestoreReport> {
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new(".")),
     )?;
-    Ok(RestoreReport {
+    let mut report = RestoreReport {
         data_dir: data_dir.display().to_string(),
         files: m.files.len() as u64,
         bytes: m.files.iter().map(|f| f.bytes).sum(),
-        seconds: started.elapsed().as_secs_f64(),
+        seconds: 0.0,
         backup_created_unix_ms: m.created_unix_ms,
-    })
+        nested: Vec::new(),
+    };
+    // Nested backups after the outer one: a crash in between leaves the
+    // outer data directory whole and a nested one missing or whole (each
+    // restore is all or nothing), and a new restore into a new directory
+    // starts over.
+    for name in src
+        .list()?
+        .iter()
+        .filter_map(|(n, _)| nested_name(n))
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        let rel = format!("{NESTED_DIR}/{name}");
+        let inner = restore(&from.child(&rel), &data_dir.join(&rel))?;
+        report.files += inner.files;
+        report.bytes += inner.bytes;
+        report.nested.push(name.to_string());
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
 }
 
 /// Copies every file of `m` into `dir`, refusing one that differs from

@@ -41,6 +41,20 @@ impl Location {
     }
 }
 
+impl Location {
+    /// The location `rel` (`a/b/`) inside this one.
+    pub fn child(&self, rel: &str) -> Location {
+        let rel = rel.trim_matches('/');
+        match self {
+            Location::Dir(p) => Location::Dir(p.join(rel)),
+            Location::Bucket(c) => Location::Bucket(RemoteConfig {
+                url: format!("{}/{rel}", c.url.trim_end_matches('/')),
+                options: c.options.clone(),
+            }),
+        }
+    }
+}
+
 impl std::fmt::Display for Location {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

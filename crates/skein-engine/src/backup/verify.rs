@@ -63,6 +63,12 @@ pub fn verify(loc: &Location) -> Result<VerifyReport> {
         location: loc.to_string(),
         ..Default::default()
     };
+    // Nested data directories (a server's tenants) are checked below, each
+    // on its own.
+    let files: Vec<(String, u64)> = files
+        .into_iter()
+        .filter(|(n, _)| super::nested_name(n).is_none())
+        .collect();
     let sizes: BTreeMap<&str, u64> = files.iter().map(|(n, s)| (n.as_str(), *s)).collect();
     if sizes.contains_key(manifest::NAME) {
         report.backup = true;
@@ -90,6 +96,19 @@ pub fn verify(loc: &Location) -> Result<VerifyReport> {
                 problem,
             }),
         }
+    }
+    for name in super::nested(loc)? {
+        let prefix = format!("{}/{name}/", super::NESTED_DIR);
+        let inner = verify(&loc.child(&prefix))?;
+        report.files_checked += inner.files_checked;
+        report.bytes_checked += inner.bytes_checked;
+        report.damaged.extend(inner.damaged.into_iter().map(|d| Damage {
+            file: format!("{prefix}{}", d.file),
+            problem: d.problem,
+        }));
+        report
+            .notes
+            .extend(inner.notes.into_iter().map(|n| format!("{prefix}{n}")));
     }
     Ok(report)
 }

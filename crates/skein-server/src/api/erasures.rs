@@ -15,6 +15,7 @@ use skein_engine::erasure::{ErasureCriteria, valid_id};
 use super::params::parse_time;
 use super::{ApiError, blocking};
 use crate::app::App;
+use crate::tenancy::Tenant;
 
 const FIELDS: &[&str] = &["trace_id", "session_id", "attributes", "since", "until"];
 
@@ -101,10 +102,10 @@ fn criteria_keys(c: &ErasureCriteria) -> String {
     keys.join(", ")
 }
 
-pub async fn post(State(app): State<Arc<App>>, Json(body): Json<Value>) -> Result<Response, ApiError> {
+pub async fn post(State(app): State<Arc<App>>, tenant: Tenant, Json(body): Json<Value>) -> Result<Response, ApiError> {
     let criteria = parse(&body)?;
     let keys = criteria_keys(&criteria);
-    let Json(answer) = blocking(&app, "erasures_post", move |e| {
+    let Json(answer) = blocking(&app, &tenant, "erasures_post", move |e| {
         let r = e.erase(criteria)?;
         Ok(json!({"id": r.id, "status": r.status, "counts": r.counts}))
     })
@@ -120,13 +121,13 @@ pub async fn post(State(app): State<Arc<App>>, Json(body): Json<Value>) -> Resul
     Ok(resp)
 }
 
-pub async fn get(State(app): State<Arc<App>>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+pub async fn get(State(app): State<Arc<App>>, tenant: Tenant, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
     if !valid_id(&id) {
         return Err(ApiError::not_found(format!(
             "no erasure {id:?} (ids are e and 16 hex digits)"
         )));
     }
-    blocking(&app, "erasures_get", move |e| match e.erasure(&id)? {
+    blocking(&app, &tenant, "erasures_get", move |e| match e.erasure(&id)? {
         Some(r) => serde_json::to_value(&r).map_err(|e| ApiError::internal(e.to_string())),
         None => Err(ApiError::not_found(format!("no erasure {id}"))),
     })

@@ -19,6 +19,7 @@ use super::handlers::{Q, inline_payloads, log_query, span_query, with_payloads};
 use super::params::Params;
 use super::{ApiError, views};
 use crate::app::App;
+use crate::tenancy::Tenant;
 
 /// Records fetched (and held) at a time.
 const PAGE: usize = 1000;
@@ -31,7 +32,7 @@ enum What {
     Logs(skein_engine::LogQuery),
 }
 
-pub async fn export(State(app): State<Arc<App>>, Query(q): Q) -> Result<Response, ApiError> {
+pub async fn export(State(app): State<Arc<App>>, tenant: Tenant, Query(q): Q) -> Result<Response, ApiError> {
     let mut p = Params::new(q);
     let signal = p.get("signal").unwrap_or_else(|| "spans".into());
     // `limit` caps the whole export here, not a page.
@@ -49,7 +50,7 @@ pub async fn export(State(app): State<Arc<App>>, Query(q): Q) -> Result<Response
     };
     let inline = inline_payloads(&mut p)?;
     p.finish()?;
-    let engine = app.engine().map_err(|nr| ApiError::unavailable(&nr.message()))?.clone();
+    let engine = super::space(&app, &tenant).await?.engine.clone();
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(PAGES_IN_FLIGHT);
     tokio::task::spawn_blocking(move || {
         let cap = cap.unwrap_or(u64::MAX);

@@ -11,6 +11,7 @@ use skein_model::{SpanKind, StatusCode, TraceId};
 use super::params::{Params, now_ns, parse_duration};
 use super::{ApiError, ApiResult, JsonBytes, blocking, blocking_bytes, inline_bytes, to_json_bytes, views};
 use crate::app::App;
+use crate::tenancy::Tenant;
 
 pub(super) type Q = Query<Vec<(String, String)>>;
 
@@ -110,6 +111,7 @@ const INLINE_TRACE_ROWS: usize = 128;
 
 pub async fn get_trace(
     State(app): State<Arc<App>>,
+    tenant: Tenant,
     Path(id): Path<String>,
     Query(q): Q,
 ) -> Result<JsonBytes, ApiError> {
@@ -139,24 +141,22 @@ pub async fn get_trace(
         view.explain = explain_value(explain, &t.explain);
         to_json_bytes(&view)
     };
-    let small = app
-        .engine()
-        .is_ok_and(|e| e.trace_rows_upper_bound(tid) <= INLINE_TRACE_ROWS);
-    if small {
-        inline_bytes(&app, "trace", lookup)
+    let space = super::space(&app, &tenant).await?;
+    if space.engine.trace_rows_upper_bound(tid) <= INLINE_TRACE_ROWS {
+        inline_bytes(&app, &space.engine, "trace", lookup)
     } else {
-        blocking_bytes(&app, "trace", lookup).await
+        blocking_bytes(&app, &tenant, "trace", lookup).await
     }
 }
 
 /// Traces with at least one span matching the filters, newest first.
-pub async fn list_traces(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
+pub async fn list_traces(State(app): State<Arc<App>>, tenant: Tenant, Query(q): Q) -> ApiResult {
     let mut p = Params::new(q);
     let query = span_query(&mut p)?;
     let explain = p.flag("explain")?;
     p.finish()?;
     let want = query.limit;
-    blocking(&app, "traces", move |e| {
+    blocking(&app, &tenant, "traces", move |e| {
         let mut ids: Vec<TraceId> = Vec::new();
         let mut seen = HashSet::new();
         // A trace with a matching span newer than the cursor was listed on
@@ -223,13 +223,13 @@ pub async fn list_traces(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult 
     .await
 }
 
-pub async fn search_spans(State(app): State<Arc<App>>, Query(q): Q) -> Result<JsonBytes, ApiError> {
+pub async fn search_spans(State(app): State<Arc<App>>, tenant: Tenant, Query(q): Q) -> Result<JsonBytes, ApiError> {
     let mut p = Params::new(q);
     let query = span_query(&mut p)?;
     let explain = p.flag("explain")?;
     let inline = inline_payloads(&mut p)?;
     p.finish()?;
-    blocking_bytes(&app, "spans", move |e| {
+    blocking_bytes(&app, &tenant, "spans", move |e| {
         let r = e.search_spans(&query)?;
         let spans = with_payloads(e, inline, r.records)?;
         let page = views::SpansPage {
@@ -285,13 +285,13 @@ pub(super) fn log_filters(p: &mut Params) -> Result<LogQuery, ApiError> {
     })
 }
 
-pub async fn search_logs(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
+pub async fn search_logs(State(app): State<Arc<App>>, tenant: Tenant, Query(q): Q) -> ApiResult {
     let mut p = Params::new(q);
     let query = log_query(&mut p)?;
     let explain = p.flag("explain")?;
     let inline = inline_payloads(&mut p)?;
     p.finish()?;
-    blocking(&app, "logs", move |e| {
+    blocking(&app, &tenant, "logs", move |e| {
         let r = e.search_logs(&query)?;
         let logs = with_payloads(e, inline, r.records)?;
         let views = logs.iter().map(|l| views::log(l)).collect();
@@ -304,7 +304,7 @@ pub async fn search_logs(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult 
     .await
 }
 
-pub async fn search_metrics(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
+pub async fn search_metrics(State(app): State<Arc<App>>, tenant: Tenant, Query(q): Q) -> ApiResult {
     let mut p = Params::new(q);
     let window = p.window()?.unwrap_or_default();
     let query = MetricQuery {
@@ -317,7 +317,7 @@ pub async fn search_metrics(State(app): State<Arc<App>>, Query(q): Q) -> ApiResu
     };
     let explain = p.flag("explain")?;
     p.finish()?;
-    blocking(&app, "metrics", move |e| {
+    blocking(&app, &tenant, "metrics", move |e| {
         let r = e.search_metrics(&query)?;
         let v = json!({
             "points": r.records.iter().map(|m| views::metric_point(m)).collect::<Vec<_>>(),
@@ -347,12 +347,12 @@ pub(super) fn window_json(w: Window) -> Value {
     })
 }
 
-pub async fn services(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
+pub async fn services(State(app): State<Arc<App>>, tenant: Tenant, Query(q): Q) -> ApiResult {
     let mut p = Params::new(q);
     let w = window_param(&mut p, None)?;
     let explain = p.flag("explain")?;
     p.finish()?;
-    blocking(&app, "services", move |e| {
+    blocking(&app, &tenant, "services", move |e| {
         let (s, ex) = e.services(w)?;
         Ok(with_explain(
             json!({"window": window_json(w), "services": s}),
@@ -363,12 +363,17 @@ pub async fn services(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
     .await
 }
 
-pub async fn operations(State(app): State<Arc<App>>, Path(service): Path<String>, Query(q): Q) -> ApiResult {
+pub async fn operations(
+    State(app): State<Arc<App>>,
+    tenant: Tenant,
+    Path(service): Path<String>,
+    Query(q): Q,
+) -> ApiResult {
     let mut p = Params::new(q);
     let w = window_param(&mut p, None)?;
     let explain = p.flag("explain")?;
     p.finish()?;
-    blocking(&app, "operations", move |e| {
+    blocking(&app, &tenant, "operations", move |e| {
         let (ops, ex) = e.operations(Some(&service), w)?;
         Ok(with_explain(
             json!({"service": service, "window": window_json(w), "operations": ops}),
@@ -384,7 +389,7 @@ pub async fn operations(State(app): State<Arc<App>>, Path(service): Path<String>
 const SUMMARY_LOOKBACK_NS: u64 = 86_400_000_000_000;
 const SUMMARY_FINDINGS: usize = 3;
 
-pub async fn summary(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
+pub async fn summary(State(app): State<Arc<App>>, tenant: Tenant, Query(q): Q) -> ApiResult {
     let mut p = Params::new(q);
     let w = window_param(&mut p, Some("1h"))?;
     let service = p.get("service");
@@ -393,7 +398,7 @@ pub async fn summary(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
     // for it separately, and it is most of the answer's cost.
     let findings = p.flag_or("findings", true)?;
     p.finish()?;
-    blocking(&app, "summary", move |e| {
+    blocking(&app, &tenant, "summary", move |e| {
         let (s, ex) = e.summary(w, service.as_deref())?;
         let mut v = serde_json::to_value(&s).map_err(|e| ApiError::internal(e.to_string()))?;
         v["window"] = window_json(w);
@@ -425,7 +430,7 @@ const MAX_LOOKBACK: std::time::Duration = std::time::Duration::from_secs(31 * 86
 /// How far past the server's clock `until` may be (clock skew).
 const FUTURE_SLACK_NS: u64 = 60_000_000_000;
 
-pub async fn anomalies(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
+pub async fn anomalies(State(app): State<Arc<App>>, tenant: Tenant, Query(q): Q) -> ApiResult {
     let mut p = Params::new(q);
     let lookback = p.parse("lookback", parse_duration)?;
     let last = p.parse("last", parse_duration)?;
@@ -474,7 +479,7 @@ pub async fn anomalies(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
         limit,
         explain,
     };
-    blocking(&app, "anomalies", move |e| {
+    blocking(&app, &tenant, "anomalies", move |e| {
         let (d, ex) = e.diagnose(&req)?;
         let mut v = serde_json::to_value(&d).map_err(|e| ApiError::internal(e.to_string()))?;
         v["window"] = window_json(d.window);
@@ -496,12 +501,12 @@ pub async fn anomalies(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
 /// (metrics are usually exported every 10–60 s).
 const CORRELATE_MARGIN_NS: u64 = 60_000_000_000;
 
-pub async fn correlate(State(app): State<Arc<App>>, Path(id): Path<String>, Query(q): Q) -> ApiResult {
+pub async fn correlate(State(app): State<Arc<App>>, tenant: Tenant, Path(id): Path<String>, Query(q): Q) -> ApiResult {
     let tid = trace_id(&id)?;
     let mut p = Params::new(q);
     let inline = inline_payloads(&mut p)?;
     p.finish()?;
-    blocking(&app, "correlate", move |e: &Engine| {
+    blocking(&app, &tenant, "correlate", move |e: &Engine| {
         let mut t = e.get_trace(tid)?;
         if t.spans.is_empty() {
             return Err(ApiError::not_found(format!("trace {id} not found")));
@@ -536,11 +541,11 @@ pub async fn correlate(State(app): State<Arc<App>>, Path(id): Path<String>, Quer
     .await
 }
 
-pub async fn stats(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
+pub async fn stats(State(app): State<Arc<App>>, tenant: Tenant, Query(q): Q) -> ApiResult {
     Params::new(q).finish()?;
     let uptime = app.metrics.started.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0);
     let data_dir = app.config.data_dir.display().to_string();
-    blocking(&app, "stats", move |e| {
+    blocking(&app, &tenant, "stats", move |e| {
         let s = e.stats();
         let mut v = serde_json::to_value(&s).map_err(|e| ApiError::internal(e.to_string()))?;
         v["uptime_seconds"] = uptime.into();

@@ -11,8 +11,9 @@ use super::llm_views;
 use super::params::Params;
 use super::{ApiError, ApiResult, blocking};
 use crate::app::App;
+use crate::tenancy::Tenant;
 
-pub async fn usage(State(app): State<Arc<App>>, axum::extract::Query(q): Q) -> ApiResult {
+pub async fn usage(State(app): State<Arc<App>>, tenant: Tenant, axum::extract::Query(q): Q) -> ApiResult {
     let mut p = Params::new(q);
     let w = window_param(&mut p, None)?;
     let by = p.get("group_by").unwrap_or_else(|| "model".into());
@@ -25,7 +26,7 @@ pub async fn usage(State(app): State<Arc<App>>, axum::extract::Query(q): Q) -> A
     };
     let explain = p.flag("explain")?;
     p.finish()?;
-    blocking(&app, "llm_usage", move |e| {
+    blocking(&app, &tenant, "llm_usage", move |e| {
         let (u, ex) = e.llm_usage(w, group_by, include_scores)?;
         let mut v = serde_json::to_value(&u).map_err(|e| ApiError::internal(e.to_string()))?;
         v["window"] = window_json(w);
@@ -34,12 +35,12 @@ pub async fn usage(State(app): State<Arc<App>>, axum::extract::Query(q): Q) -> A
     .await
 }
 
-pub async fn tools(State(app): State<Arc<App>>, axum::extract::Query(q): Q) -> ApiResult {
+pub async fn tools(State(app): State<Arc<App>>, tenant: Tenant, axum::extract::Query(q): Q) -> ApiResult {
     let mut p = Params::new(q);
     let w = window_param(&mut p, None)?;
     let explain = p.flag("explain")?;
     p.finish()?;
-    blocking(&app, "llm_tools", move |e| {
+    blocking(&app, &tenant, "llm_tools", move |e| {
         let (t, ex) = e.llm_tools(w)?;
         Ok(with_explain(
             json!({"window": window_json(w), "tools": t}),
@@ -50,14 +51,14 @@ pub async fn tools(State(app): State<Arc<App>>, axum::extract::Query(q): Q) -> A
     .await
 }
 
-pub async fn sessions(State(app): State<Arc<App>>, axum::extract::Query(q): Q) -> ApiResult {
+pub async fn sessions(State(app): State<Arc<App>>, tenant: Tenant, axum::extract::Query(q): Q) -> ApiResult {
     let mut p = Params::new(q);
     let w = window_param(&mut p, None)?;
     let limit = p.limit(50, 1000)?;
     let cursor = p.get("cursor");
     let explain = p.flag("explain")?;
     p.finish()?;
-    blocking(&app, "sessions", move |e| {
+    blocking(&app, &tenant, "sessions", move |e| {
         let (page, ex) = e.sessions(w, limit, cursor.as_deref())?;
         let v = serde_json::to_value(&page).map_err(|e| ApiError::internal(e.to_string()))?;
         Ok(with_explain(v, explain, &ex))
@@ -65,12 +66,17 @@ pub async fn sessions(State(app): State<Arc<App>>, axum::extract::Query(q): Q) -
     .await
 }
 
-pub async fn session(State(app): State<Arc<App>>, Path(id): Path<String>, axum::extract::Query(q): Q) -> ApiResult {
+pub async fn session(
+    State(app): State<Arc<App>>,
+    tenant: Tenant,
+    Path(id): Path<String>,
+    axum::extract::Query(q): Q,
+) -> ApiResult {
     let mut p = Params::new(q);
     let w = window_param(&mut p, None)?;
     let inline = inline_payloads(&mut p)?;
     p.finish()?;
-    blocking(&app, "session", move |e| {
+    blocking(&app, &tenant, "session", move |e| {
         let Some(mut d) = e.session(&id, w)? else {
             return Err(ApiError::not_found(format!("session {id:?} not found")));
         };

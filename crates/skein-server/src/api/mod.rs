@@ -31,6 +31,8 @@ use axum::routing::get;
 use serde_json::{Value, json};
 
 use crate::app::App;
+use crate::app::SpaceError;
+use crate::tenancy::{Space, Tenant};
 
 /// An API failure: an HTTP status, a stable code, a message for people.
 #[derive(Debug)]
@@ -120,12 +122,27 @@ impl IntoResponse for ApiError {
 
 pub type ApiResult = Result<Json<Value>, ApiError>;
 
-/// Runs engine work on a blocking thread and records its latency.
-pub(crate) async fn blocking<F>(app: &Arc<App>, endpoint: &'static str, f: F) -> ApiResult
+impl From<SpaceError> for ApiError {
+    fn from(e: SpaceError) -> Self {
+        match e {
+            SpaceError::NotReady(nr) => ApiError::unavailable(&nr.message()),
+            SpaceError::Open(m) => ApiError::internal(m),
+        }
+    }
+}
+
+/// The space a request reads and writes (its tenant's).
+pub(crate) async fn space(app: &App, tenant: &Tenant) -> Result<Arc<Space>, ApiError> {
+    Ok(app.space(tenant).await?)
+}
+
+/// Runs engine work on a blocking thread, over the engine of `tenant`'s
+/// space, and records its latency.
+pub(crate) async fn blocking<F>(app: &Arc<App>, tenant: &Tenant, endpoint: &'static str, f: F) -> ApiResult
 where
     F: FnOnce(&skein_engine::Engine) -> Result<Value, ApiError> + Send + 'static,
 {
-    on_blocking_thread(app, endpoint, f).await.map(Json)
+    on_blocking_thread(app, tenant, endpoint, f).await.map(Json)
 }
 
 /// A JSON answer serialized already (on the blocking thread, straight from
@@ -139,19 +156,24 @@ impl IntoResponse for JsonBytes {
 }
 
 /// [`blocking`] for handlers that serialize their answer themselves.
-pub(crate) async fn blocking_bytes<F>(app: &Arc<App>, endpoint: &'static str, f: F) -> Result<JsonBytes, ApiError>
+pub(crate) async fn blocking_bytes<F>(
+    app: &Arc<App>,
+    tenant: &Tenant,
+    endpoint: &'static str,
+    f: F,
+) -> Result<JsonBytes, ApiError>
 where
     F: FnOnce(&skein_engine::Engine) -> Result<Vec<u8>, ApiError> + Send + 'static,
 {
-    on_blocking_thread(app, endpoint, f).await.map(JsonBytes)
+    on_blocking_thread(app, tenant, endpoint, f).await.map(JsonBytes)
 }
 
-async fn on_blocking_thread<T, F>(app: &Arc<App>, endpoint: &'static str, f: F) -> Result<T, ApiError>
+async fn on_blocking_thread<T, F>(app: &Arc<App>, tenant: &Tenant, endpoint: &'static str, f: F) -> Result<T, ApiError>
 where
     T: Send + 'static,
     F: FnOnce(&skein_engine::Engine) -> Result<T, ApiError> + Send + 'static,
 {
-    let engine = app.engine().map_err(|nr| ApiError::unavailable(&nr.message()))?.clone();
+    let engine = space(app, tenant).await?.engine.clone();
     let started = Instant::now();
     let out = tokio::task::spawn_blocking(move || f(&engine))
         .await
@@ -165,11 +187,15 @@ where
 /// pool wakes a parked thread and then the I/O thread again; on a virtual
 /// machine those wake-ups were a fifth of the server's CPU per trace lookup
 /// and 0.08 ms of its latency.
-pub(crate) fn inline_bytes<F>(app: &Arc<App>, endpoint: &'static str, f: F) -> Result<JsonBytes, ApiError>
+pub(crate) fn inline_bytes<F>(
+    app: &Arc<App>,
+    engine: &skein_engine::Engine,
+    endpoint: &'static str,
+    f: F,
+) -> Result<JsonBytes, ApiError>
 where
     F: FnOnce(&skein_engine::Engine) -> Result<Vec<u8>, ApiError>,
 {
-    let engine = app.engine().map_err(|nr| ApiError::unavailable(&nr.message()))?;
     let started = Instant::now();
     let out = f(engine);
     app.metrics.observe_query(endpoint, started.elapsed().as_secs_f64());

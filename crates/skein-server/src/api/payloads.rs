@@ -11,18 +11,20 @@ use skein_engine::PayloadRef;
 use super::params::Params;
 use super::{ApiError, on_blocking_thread};
 use crate::app::App;
+use crate::tenancy::Tenant;
 
 type Q = Query<Vec<(String, String)>>;
 
 pub async fn get_payload(
     State(app): State<Arc<App>>,
+    tenant: Tenant,
     Path(reference): Path<String>,
     headers: HeaderMap,
     Query(q): Q,
 ) -> Result<Response, ApiError> {
     let id = PayloadRef::parse(&reference).map_err(|e| ApiError::bad_request(&e))?;
     Params::new(q).finish()?;
-    let bytes = on_blocking_thread(&app, "payload", move |e| {
+    let bytes = on_blocking_thread(&app, &tenant, "payload", move |e| {
         e.payload(&id)?
             .ok_or_else(|| ApiError::not_found(format!("payload {id} not found")))
     })

@@ -15,6 +15,7 @@ use super::handlers::Q;
 use super::params::{Params, now_ns};
 use super::{ApiError, ApiResult, blocking};
 use crate::app::App;
+use crate::tenancy::Tenant;
 
 const FIELDS: &[&str] = &[
     "trace_id",
@@ -102,12 +103,12 @@ fn new_id(s: &NewScore, now: u64) -> String {
     format!("{h:016x}")
 }
 
-pub async fn post(State(app): State<Arc<App>>, Query(q): Q, Json(body): Json<Value>) -> ApiResult {
+pub async fn post(State(app): State<Arc<App>>, tenant: Tenant, Query(q): Q, Json(body): Json<Value>) -> ApiResult {
     let mut p = Params::new(q);
     let allow_unknown = p.flag("allow_unknown_trace")?;
     p.finish()?;
     let score = parse(&body)?;
-    blocking(&app, "scores_post", move |e| {
+    blocking(&app, &tenant, "scores_post", move |e| {
         if !allow_unknown && e.trace_rows_upper_bound(score.trace_id) == 0 {
             return Err(ApiError::not_found(format!(
                 "trace {} not found (add ?allow_unknown_trace=true to score it anyway)",
@@ -136,7 +137,7 @@ pub async fn post(State(app): State<Arc<App>>, Query(q): Q, Json(body): Json<Val
     .await
 }
 
-pub async fn list(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
+pub async fn list(State(app): State<Arc<App>>, tenant: Tenant, Query(q): Q) -> ApiResult {
     let mut p = Params::new(q);
     let trace_id = p.parse("trace_id", |v| TraceId::from_hex(v).map_err(|e| e.to_string()))?;
     let session_id = p.get("session_id");
@@ -144,7 +145,7 @@ pub async fn list(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
     let limit = p.limit(1000, 10_000)?;
     let w = super::handlers::window_param(&mut p, None)?;
     p.finish()?;
-    blocking(&app, "scores", move |e| {
+    blocking(&app, &tenant, "scores", move |e| {
         let scores = e.scores(trace_id, session_id.as_deref(), name.as_deref(), w, limit)?;
         Ok(json!({"scores": scores}))
     })

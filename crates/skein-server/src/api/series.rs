@@ -15,6 +15,7 @@ use super::handlers::{Q, log_filters, window_json, window_param, with_explain};
 use super::params::Params;
 use super::{ApiError, ApiResult, blocking};
 use crate::app::App;
+use crate::tenancy::Tenant;
 
 /// Buckets per series unless `points=` says otherwise, and the most.
 const DEFAULT_POINTS: usize = 60;
@@ -41,14 +42,14 @@ fn axis(b: Buckets) -> Value {
     })
 }
 
-pub async fn services(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
+pub async fn services(State(app): State<Arc<App>>, tenant: Tenant, Query(q): Q) -> ApiResult {
     let mut p = Params::new(q);
     let w = window_param(&mut p, Some("1h"))?;
     let points = points(&mut p)?;
     let service = p.get("service");
     let explain = p.flag("explain")?;
     p.finish()?;
-    blocking(&app, "series_services", move |e| {
+    blocking(&app, &tenant, "series_services", move |e| {
         let (b, series, ex) = e.service_series(w, points, service.as_deref())?;
         let mut v = axis(b);
         v["services"] = serde_json::to_value(series).map_err(|e| ApiError::internal(e.to_string()))?;
@@ -57,7 +58,7 @@ pub async fn services(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
     .await
 }
 
-pub async fn logs(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
+pub async fn logs(State(app): State<Arc<App>>, tenant: Tenant, Query(q): Q) -> ApiResult {
     let mut p = Params::new(q);
     let window = window_param(&mut p, Some("1h"))?;
     let points = points(&mut p)?;
@@ -69,7 +70,7 @@ pub async fn logs(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
     };
     let explain = p.flag("explain")?;
     p.finish()?;
-    blocking(&app, "series_logs", move |e| {
+    blocking(&app, &tenant, "series_logs", move |e| {
         let (b, by, ex) = e.log_series(&q, points)?;
         let mut v = axis(b);
         v["severities"] = serde_json::to_value(by).map_err(|e| ApiError::internal(e.to_string()))?;
@@ -78,11 +79,11 @@ pub async fn logs(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
     .await
 }
 
-pub async fn metric_names(State(app): State<Arc<App>>, Query(q): Q) -> ApiResult {
+pub async fn metric_names(State(app): State<Arc<App>>, tenant: Tenant, Query(q): Q) -> ApiResult {
     let mut p = Params::new(q);
     let w = window_param(&mut p, None)?;
     p.finish()?;
-    blocking(&app, "metric_names", move |e| {
+    blocking(&app, &tenant, "metric_names", move |e| {
         Ok(json!({"window": window_json(w), "metrics": e.metric_names(w)}))
     })
     .await

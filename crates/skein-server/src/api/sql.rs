@@ -33,6 +33,7 @@ use skein_sql::{Answer, Sql, SqlError};
 use super::ApiError;
 use super::params::Params;
 use crate::app::App;
+use crate::tenancy::Tenant;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -56,18 +57,9 @@ fn api_error(e: SqlError) -> ApiError {
     }
 }
 
-/// The SQL engine, made on first use.
-fn sql(app: &App) -> Result<Arc<Sql>, ApiError> {
-    let engine = app.engine().map_err(|nr| ApiError::unavailable(&nr.message()))?;
-    if let Some(s) = app.sql.get() {
-        return Ok(s.clone());
-    }
-    let s = Arc::new(Sql::new(engine.clone(), app.config.sql.clone()).map_err(api_error)?);
-    Ok(app.sql.get_or_init(|| s).clone())
-}
-
 pub async fn post(
     State(app): State<Arc<App>>,
+    tenant: Tenant,
     Query(q): super::handlers::Q,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -83,7 +75,10 @@ pub async fn post(
         .unwrap_or("json")
         .parse()
         .map_err(|e: String| ApiError::bad_param("format", &e))?;
-    let sql = sql(&app)?;
+    let sql = super::space(&app, &tenant)
+        .await?
+        .sql(&app.config.sql)
+        .map_err(api_error)?;
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + sql.options().timeout;
     let answer = sql.run(&body.query).await.map_err(api_error)?;

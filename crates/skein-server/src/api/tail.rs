@@ -19,6 +19,7 @@ use super::ApiError;
 use super::params::Params;
 use super::views;
 use crate::app::{App, Arrival};
+use crate::tenancy::Tenant;
 
 #[derive(Clone)]
 struct Filter {
@@ -54,18 +55,22 @@ impl Filter {
     }
 }
 
-pub async fn tail(State(app): State<Arc<App>>, Query(q): Query<Vec<(String, String)>>) -> Response {
-    match build(&app, q) {
+pub async fn tail(State(app): State<Arc<App>>, tenant: Tenant, Query(q): Query<Vec<(String, String)>>) -> Response {
+    let space = match super::space(&app, &tenant).await {
+        Ok(s) => s,
+        Err(e) => return e.into_response(),
+    };
+    match build(&space, q) {
         Ok(sse) => sse.into_response(),
         Err(e) => e.into_response(),
     }
 }
 
+/// The tail of one space: only records stored in it.
 fn build(
-    app: &Arc<App>,
+    space: &crate::tenancy::Space,
     q: Vec<(String, String)>,
 ) -> Result<Sse<impl futures::Stream<Item = Result<Event, Infallible>> + use<>>, ApiError> {
-    app.engine().map_err(|nr| ApiError::unavailable(&nr.message()))?;
     let mut p = Params::new(q);
     let signal = p.get("signal").unwrap_or_else(|| "all".into());
     let (spans, logs) = match signal.as_str() {
@@ -86,7 +91,7 @@ fn build(
         })?,
     };
     p.finish()?;
-    let rx = app.arrivals.subscribe();
+    let rx = space.arrivals.subscribe();
     let stream = BroadcastStream::new(rx).filter_map(move |item| {
         let f = filter.clone();
         async move {

@@ -35,12 +35,20 @@ pub fn required_scope(method: &Method, path: &str, metrics_public: bool) -> Opti
 }
 
 /// Why a request was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     /// No token, or one that is not known: 401 / UNAUTHENTICATED.
     Unauthenticated,
     /// A known token without the scope: 403 / PERMISSION_DENIED.
     Forbidden(Scope),
+    /// A token bound to one tenant, on a request the tenant header names
+    /// another for: 403 / PERMISSION_DENIED.
+    OtherTenant {
+        token: crate::tenancy::TenantId,
+        asked: String,
+    },
+    /// The tenant header holds no tenant name: 400 / INVALID_ARGUMENT.
+    BadTenant(String),
     /// Too many failed attempts from this address lately: 429.
     Throttled,
 }
@@ -52,8 +60,32 @@ impl Refusal {
                 "a valid bearer token is required (Authorization: Bearer TOKEN; the CLI's --token)".into()
             }
             Refusal::Forbidden(s) => format!("this token lacks the {} scope", s.as_str()),
+            Refusal::OtherTenant { token, asked } => {
+                format!("this token is for tenant {token}; it cannot act for tenant {asked:?}")
+            }
+            Refusal::BadTenant(why) => format!("the tenant header: {why}"),
             Refusal::Throttled => "too many failed authentication attempts from this address; retry later".into(),
         }
+    }
+}
+
+/// The tenant of a request: the token's own, which a tenant header may
+/// only repeat; otherwise the header's (`--tenant-header`, a trusted
+/// gateway's), if enabled and present; otherwise the home space.
+pub fn tenant_of(token: Option<&Token>, header: Option<&str>) -> Result<crate::tenancy::Tenant, Refusal> {
+    use crate::tenancy::{Tenant, TenantId};
+    let header = header.map(str::trim).filter(|h| !h.is_empty());
+    match (token.and_then(|t| t.tenant.as_ref()), header) {
+        (Some(own), Some(asked)) if own.as_str() != asked => Err(Refusal::OtherTenant {
+            token: own.clone(),
+            asked: asked.to_string(),
+        }),
+        (Some(own), _) => Ok(Tenant(Some(own.clone()))),
+        (None, Some(asked)) => asked
+            .parse::<TenantId>()
+            .map(|id| Tenant(Some(id)))
+            .map_err(Refusal::BadTenant),
+        (None, None) => Ok(Tenant::HOME),
     }
 }
 
@@ -110,6 +142,28 @@ mod tests {
         assert_eq!(required_scope(&post, "/api/v1/erasures", false), Some(Scope::Admin));
         assert_eq!(required_scope(&get, "/api/v1/erasures/e1", false), Some(Scope::Admin));
         assert_eq!(required_scope(&get, "/api/v1/audit", false), Some(Scope::Admin));
+    }
+
+    #[test]
+    fn the_tenant_comes_from_the_token_or_else_the_header() {
+        let set = TokenSet::from_toml(
+            "[[token]]\nname = \"a\"\nsecret = \"x\"\nscopes = [\"read\"]\ntenant = \"acme\"\n\n[[token]]\nname = \"gw\"\nsecret = \"y\"\nscopes = [\"read\"]\n",
+            "f",
+        )
+        .unwrap();
+        let acme = set.find("x");
+        let gateway = set.find("y");
+        assert_eq!(tenant_of(acme, None).unwrap().label(), "acme");
+        assert_eq!(tenant_of(acme, Some("acme")).unwrap().label(), "acme");
+        assert!(matches!(
+            tenant_of(acme, Some("beta")),
+            Err(Refusal::OtherTenant { .. })
+        ));
+        assert_eq!(tenant_of(gateway, None).unwrap(), crate::tenancy::Tenant::HOME);
+        assert_eq!(tenant_of(gateway, Some(" beta ")).unwrap().label(), "beta");
+        assert_eq!(tenant_of(None, Some("beta")).unwrap().label(), "beta");
+        assert_eq!(tenant_of(None, Some("")).unwrap(), crate::tenancy::Tenant::HOME);
+        assert!(matches!(tenant_of(gateway, Some("../x")), Err(Refusal::BadTenant(_))));
     }
 
     #[test]

@@ -43,7 +43,8 @@ pub struct Token {
     pub name: String,
     digest: [u8; 32],
     pub scopes: Vec<Scope>,
-    pub tenant: Option<String>,
+    /// The only tenant this token reads and writes (none: the home space).
+    pub tenant: Option<crate::tenancy::TenantId>,
 }
 
 impl Token {
@@ -132,13 +133,14 @@ impl TokenSet {
                 _ => return Err(format!("{}: needs a non-empty secret or a sha256", at())),
             };
             let scopes = parse_scopes(t.scopes.iter().map(String::as_str)).map_err(|e| format!("{}: {e}", at()))?;
-            set.add(
-                t.name.clone(),
-                digest,
-                scopes,
-                t.tenant.clone().filter(|s| !s.is_empty()),
-            )
-            .map_err(|e| format!("{}: {e}", at()))?;
+            let tenant = t
+                .tenant
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .map_err(|e| format!("{}: {e}", at()))?;
+            set.add(t.name.clone(), digest, scopes, tenant)
+                .map_err(|e| format!("{}: {e}", at()))?;
         }
         if set.tokens.is_empty() {
             return Err(format!("{what}: no [[token]] entries"));
@@ -172,7 +174,7 @@ impl TokenSet {
         name: String,
         digest: [u8; 32],
         scopes: Vec<Scope>,
-        tenant: Option<String>,
+        tenant: Option<crate::tenancy::TenantId>,
     ) -> Result<(), String> {
         if self.tokens.iter().any(|t| t.name == name) {
             return Err(format!("a second token named {name:?}"));
@@ -264,6 +266,18 @@ mod tests {
         )
         .unwrap_err();
         assert!(unknown.contains("line 5") && unknown.contains("role"), "{unknown}");
+        let tenant = TokenSet::from_toml(
+            "[[token]]\nname = \"a\"\nsecret = \"x\"\nscopes = [\"read\"]\ntenant = \"acme\"\n\n[[token]]\nname = \"b\"\nsecret = \"y\"\nscopes = [\"read\"]\ntenant = \"../etc\"\n",
+            "f",
+        )
+        .unwrap_err();
+        assert!(tenant.contains("line 6") && tenant.contains("\"../etc\""), "{tenant}");
+        let acme = TokenSet::from_toml(
+            "[[token]]\nname = \"a\"\nsecret = \"x\"\nscopes = [\"read\"]\ntenant = \"acme\"\n",
+            "f",
+        )
+        .unwrap();
+        assert_eq!(acme.find("x").unwrap().tenant.as_ref().unwrap().as_str(), "acme");
         assert!(TokenSet::from_toml("", "f").unwrap_err().contains("no [[token]]"));
         assert!(
             TokenSet::from_toml("[[token]]\nname = \"a\"\nscopes = [\"read\"]\n", "f")

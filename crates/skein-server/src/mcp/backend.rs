@@ -11,12 +11,16 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 use tower::ServiceExt;
 
+use crate::tenancy::Tenant;
+
 /// One GET of the API: path segments (each percent-encoded as one segment
-/// by the backend) and query parameters.
+/// by the backend), query parameters, and the tenant whose space it reads
+/// (the MCP request's; over HTTP the token says it instead).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     pub segments: Vec<String>,
     pub params: Vec<(String, String)>,
+    pub tenant: Tenant,
 }
 
 impl Request {
@@ -27,6 +31,7 @@ impl Request {
         Request {
             segments: all,
             params: Vec::new(),
+            tenant: Tenant::HOME,
         }
     }
 
@@ -88,9 +93,11 @@ impl InProcess {
 impl Backend for InProcess {
     fn get<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<Answer, String>> {
         Box::pin(async move {
-            let req = http::Request::get(request.path_and_query())
+            let mut req = http::Request::get(request.path_and_query())
                 .body(Body::empty())
                 .map_err(|e| format!("bad request path: {e}"))?;
+            // On behalf of the MCP request, admitted by the gate already.
+            req.extensions_mut().insert(request.tenant.clone());
             let resp = self.router.clone().oneshot(req).await.map_err(|e| e.to_string())?;
             let status = resp.status().as_u16();
             let bytes = resp

@@ -34,6 +34,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
 
+use crate::tenancy::Tenant;
 use args::Args;
 use backend::{Answer, Backend, Request};
 use budget::{Cursor, Page, Paging};
@@ -107,13 +108,19 @@ impl SkeinMcp {
         &self.inner.tools
     }
 
-    /// Calls tool `name`; every failure is an `isError` result.
+    /// Calls tool `name` over the home space; every failure is an
+    /// `isError` result.
     pub async fn call(&self, name: &str, arguments: Option<&Map<String, Value>>) -> CallToolResult {
+        self.call_as(&Tenant::HOME, name, arguments).await
+    }
+
+    /// Calls tool `name` over `tenant`'s space.
+    pub async fn call_as(&self, tenant: &Tenant, name: &str, arguments: Option<&Map<String, Value>>) -> CallToolResult {
         let Some(spec) = catalogue::find(name) else {
             let names: Vec<&str> = catalogue::TOOLS.iter().map(|t| t.name).collect();
             return render::error(&format!("no tool named {name:?}; the tools are {}", names.join(", ")));
         };
-        match self.run(spec, arguments).await {
+        match self.run(tenant, spec, arguments).await {
             Ok(o) => render::success(o),
             Err(message) => render::error(&message),
         }
@@ -128,13 +135,20 @@ impl SkeinMcp {
         }
     }
 
-    async fn run(&self, spec: &ToolSpec, arguments: Option<&Map<String, Value>>) -> Result<Outcome, String> {
+    async fn run(
+        &self,
+        tenant: &Tenant,
+        spec: &ToolSpec,
+        arguments: Option<&Map<String, Value>>,
+    ) -> Result<Outcome, String> {
         let args = Args::check(arguments, spec.params, spec.limits, spec.open).map_err(|e| e.0)?;
         let page = page_of(spec, &args)?;
         let mut data = match spec.shape {
-            Shape::Status => self.status().await?,
+            Shape::Status => self.status(tenant).await?,
             _ => {
-                let body = self.get(&api_request(spec, &args, &page)).await?;
+                let mut request = api_request(spec, &args, &page);
+                request.tenant = tenant.clone();
+                let body = self.get(&request).await?;
                 shape(spec, body, &args)?
             }
         };
@@ -161,17 +175,20 @@ impl SkeinMcp {
     }
 
     /// `/readyz` and `/api/v1/stats` in one object, as `skein status` prints.
-    async fn status(&self) -> Result<Value, String> {
+    async fn status(&self, tenant: &Tenant) -> Result<Value, String> {
         let ready = self
             .inner
             .backend
             .get(&Request {
                 segments: vec!["readyz".into()],
                 params: Vec::new(),
+                tenant: tenant.clone(),
             })
             .await?;
         let mut out = Map::new();
-        if let Ok(Value::Object(stats)) = self.get(&Request::api(&["stats"])).await {
+        let mut stats = Request::api(&["stats"]);
+        stats.tenant = tenant.clone();
+        if let Ok(Value::Object(stats)) = self.get(&stats).await {
             out.extend(stats);
         }
         let is_ready = ready.status == 200;
@@ -358,9 +375,20 @@ impl ServerHandler for SkeinMcp {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        Ok(self.call(&request.name, request.arguments.as_ref()).await.into())
+        // The tenant the gate bound the HTTP request to (none over stdio:
+        // the home space).
+        let tenant = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Tenant>())
+            .cloned()
+            .unwrap_or_default();
+        Ok(self
+            .call_as(&tenant, &request.name, request.arguments.as_ref())
+            .await
+            .into())
     }
 
     async fn list_prompts(

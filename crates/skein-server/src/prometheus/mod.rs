@@ -34,6 +34,7 @@ use skein_promql::{Error, Matcher, json as pjson, naming};
 use crate::app::App;
 use crate::http_ingest;
 use crate::ingest::{IngestError, Metrics};
+use crate::tenancy::Tenant;
 use source::EngineSource;
 
 /// Every route, for the docs and the tests.
@@ -164,15 +165,15 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// Runs `f` on a blocking thread with the engine; answers its data in the
+/// Runs `f` on a blocking thread with the engine of `tenant`'s space; answers its data in the
 /// success envelope, or its error.
-async fn run<F>(app: &Arc<App>, endpoint: &'static str, f: F) -> Response
+async fn run<F>(app: &Arc<App>, tenant: &Tenant, endpoint: &'static str, f: F) -> Response
 where
     F: FnOnce(&Engine) -> Result<Value, Error> + Send + 'static,
 {
-    let engine = match app.engine() {
-        Ok(e) => e.clone(),
-        Err(nr) => return unavailable(nr.message().to_string()),
+    let engine = match app.space(tenant).await {
+        Ok(s) => s.engine.clone(),
+        Err(e) => return unavailable(e.message()),
     };
     let started = Instant::now();
     let out = tokio::task::spawn_blocking(move || f(&engine)).await;
@@ -188,7 +189,14 @@ fn params(method: &Method, q: RawQuery, headers: &HeaderMap, body: &Bytes) -> Re
     Params::new(method, q.0, headers, body)
 }
 
-async fn query(State(app): State<Arc<App>>, method: Method, q: RawQuery, headers: HeaderMap, body: Bytes) -> Response {
+async fn query(
+    State(app): State<Arc<App>>,
+    tenant: Tenant,
+    method: Method,
+    q: RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let p = match params(&method, q, &headers, &body) {
         Ok(p) => p,
         Err(e) => return error_response(&e),
@@ -197,7 +205,7 @@ async fn query(State(app): State<Arc<App>>, method: Method, q: RawQuery, headers
         Ok(x) => x,
         Err(e) => return error_response(&e),
     };
-    run(&app, "prometheus_query", move |e| {
+    run(&app, &tenant, "prometheus_query", move |e| {
         let v = eval::instant(&EngineSource { engine: e }, &expr, t, opts)?;
         Ok(pjson::instant_data(&v, t))
     })
@@ -206,6 +214,7 @@ async fn query(State(app): State<Arc<App>>, method: Method, q: RawQuery, headers
 
 async fn query_range(
     State(app): State<Arc<App>>,
+    tenant: Tenant,
     method: Method,
     q: RawQuery,
     headers: HeaderMap,
@@ -223,7 +232,7 @@ async fn query_range(
     if end < start {
         return error_response(&Error::BadData("end timestamp must not be before start time".into()));
     }
-    run(&app, "prometheus_query_range", move |e| {
+    run(&app, &tenant, "prometheus_query_range", move |e| {
         let m = eval::range(&EngineSource { engine: e }, &expr, start, end, step, opts)?;
         Ok(pjson::range_data(&m))
     })
@@ -256,7 +265,14 @@ fn span(p: &Params) -> Result<(i64, i64), Error> {
     ))
 }
 
-async fn series(State(app): State<Arc<App>>, method: Method, q: RawQuery, headers: HeaderMap, body: Bytes) -> Response {
+async fn series(
+    State(app): State<Arc<App>>,
+    tenant: Tenant,
+    method: Method,
+    q: RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let p = match params(&method, q, &headers, &body) {
         Ok(p) => p,
         Err(e) => return error_response(&e),
@@ -271,7 +287,7 @@ async fn series(State(app): State<Arc<App>>, method: Method, q: RawQuery, header
         Ok(x) => x,
         Err(e) => return error_response(&e),
     };
-    run(&app, "prometheus_series", move |e| {
+    run(&app, &tenant, "prometheus_series", move |e| {
         let src = EngineSource { engine: e };
         let mut set = BTreeSet::new();
         for m in &sels {
@@ -314,7 +330,14 @@ fn label_sets(
     Ok(())
 }
 
-async fn labels(State(app): State<Arc<App>>, method: Method, q: RawQuery, headers: HeaderMap, body: Bytes) -> Response {
+async fn labels(
+    State(app): State<Arc<App>>,
+    tenant: Tenant,
+    method: Method,
+    q: RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let p = match params(&method, q, &headers, &body) {
         Ok(p) => p,
         Err(e) => return error_response(&e),
@@ -324,7 +347,7 @@ async fn labels(State(app): State<Arc<App>>, method: Method, q: RawQuery, header
         Ok(x) => x,
         Err(e) => return error_response(&e),
     };
-    run(&app, "prometheus_labels", move |e| {
+    run(&app, &tenant, "prometheus_labels", move |e| {
         let mut names = BTreeSet::new();
         label_sets(e, &sels, start, end, &mut |l| {
             for (k, _) in &l.0 {
@@ -340,6 +363,7 @@ async fn labels(State(app): State<Arc<App>>, method: Method, q: RawQuery, header
 
 async fn label_values(
     State(app): State<Arc<App>>,
+    tenant: Tenant,
     Path(name): Path<String>,
     method: Method,
     q: RawQuery,
@@ -354,7 +378,7 @@ async fn label_values(
         Ok(x) => x,
         Err(e) => return error_response(&e),
     };
-    run(&app, "prometheus_label_values", move |e| {
+    run(&app, &tenant, "prometheus_label_values", move |e| {
         let mut values = BTreeSet::new();
         label_sets(e, &sels, start, end, &mut |l| {
             if let Some(v) = l.get(&name)
@@ -368,7 +392,13 @@ async fn label_values(
     .await
 }
 
-async fn metadata(State(app): State<Arc<App>>, method: Method, q: RawQuery, headers: HeaderMap) -> Response {
+async fn metadata(
+    State(app): State<Arc<App>>,
+    tenant: Tenant,
+    method: Method,
+    q: RawQuery,
+    headers: HeaderMap,
+) -> Response {
     let p = match params(&method, q, &headers, &Bytes::new()) {
         Ok(p) => p,
         Err(e) => return error_response(&e),
@@ -380,7 +410,7 @@ async fn metadata(State(app): State<Arc<App>>, method: Method, q: RawQuery, head
         Some(Ok(_)) => None,
         Some(Err(_)) => return error_response(&Error::BadData("invalid parameter \"limit\": not a number".into())),
     };
-    run(&app, "prometheus_metadata", move |e| {
+    run(&app, &tenant, "prometheus_metadata", move |e| {
         let mut out: BTreeMap<String, Value> = BTreeMap::new();
         for m in e.metric_names(skein_engine::Window::default()) {
             // The newest point of each metric describes it.
@@ -425,12 +455,12 @@ async fn buildinfo() -> Response {
 /// `POST /prometheus/api/v1/write`: 204 when stored; 400 with the problem
 /// as text when the body is not a snappy protobuf `WriteRequest` or a
 /// series is invalid (nothing of that request is stored).
-async fn write(State(app): State<Arc<App>>, mut headers: HeaderMap, body: Body) -> Response {
+async fn write(State(app): State<Arc<App>>, tenant: Tenant, mut headers: HeaderMap, body: Body) -> Response {
     // The body is snappy whatever the header says; the shared front door
     // only knows gzip, so the header is not passed on.
     headers.remove(header::CONTENT_ENCODING);
     let limit = app.config.max_body_bytes;
-    match http_ingest::receive::<Metrics>(&app, &headers, body, "prometheus_remote_write", move |b| {
+    match http_ingest::receive::<Metrics>(&app, &tenant, &headers, body, "prometheus_remote_write", move |b| {
         remote_write::decode(b, limit)
     })
     .await

@@ -71,12 +71,18 @@ fn engine_error(e: skein_engine::Error) -> CliError {
 pub fn backup(ctx: &Ctx, a: &BackupArgs) -> CliResult<Exit> {
     let report: Value = match &a.data_dir {
         Some(dir) => {
-            let mut opts = skein_engine::EngineOptions::new(dir);
-            opts.background = false;
-            let engine = skein_engine::Engine::open(opts).map_err(engine_error)?;
-            let r = engine.backup(&Location::parse(&a.to, Vec::new())).map_err(engine_error);
-            engine.close().map_err(engine_error)?;
-            serde_json::to_value(r?).unwrap_or(Value::Null)
+            let to = Location::parse(&a.to, Vec::new());
+            let mut report = back_up_dir(dir, &to)?;
+            // Tenants' data directories, each to its place in the backup.
+            let mut tenants = serde_json::Map::new();
+            for name in backup::nested(&Location::Dir(dir.clone())).map_err(engine_error)? {
+                let rel = format!("{}/{name}", backup::NESTED_DIR);
+                tenants.insert(name, back_up_dir(&dir.join(&rel), &to.child(&rel))?);
+            }
+            if !tenants.is_empty() {
+                report["tenants"] = Value::Object(tenants);
+            }
+            report
         }
         None => {
             // A backup takes as long as its bytes take: no request timeout
@@ -97,6 +103,17 @@ pub fn backup(ctx: &Ctx, a: &BackupArgs) -> CliResult<Exit> {
         ctx.out.json(&report)?;
     }
     Ok(Exit::Ok)
+}
+
+/// Opens a stopped server's data directory (recovering and flushing it)
+/// and backs it up to `to`.
+fn back_up_dir(dir: &std::path::Path, to: &Location) -> CliResult<Value> {
+    let mut opts = skein_engine::EngineOptions::new(dir);
+    opts.background = false;
+    let engine = skein_engine::Engine::open(opts).map_err(engine_error)?;
+    let r = engine.backup(to).map_err(engine_error);
+    engine.close().map_err(engine_error)?;
+    Ok(serde_json::to_value(r?).unwrap_or(Value::Null))
 }
 
 pub fn restore(ctx: &Ctx, a: &RestoreArgs) -> CliResult<Exit> {

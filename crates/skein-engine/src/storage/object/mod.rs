@@ -334,11 +334,13 @@ impl Drop for BucketStore {
 
 /// A bucket listing split into its objects (name → size), those of them
 /// with checksums, and checksums whose object is not listed; the lease is
-/// not an object of the store.
+/// not an object of the store, and neither is anything of a nested data
+/// directory's prefix (a tenant's, `tenants/<name>/…`, which its own
+/// engine keeps: this one must never adopt or delete those).
 fn split_listing(listed: Vec<Listed>) -> (HashMap<String, u64>, HashSet<String>, Vec<String>) {
     let (sum_objects, objects): (Vec<_>, Vec<_>) = listed
         .into_iter()
-        .filter(|l| l.name != LEASE_NAME)
+        .filter(|l| l.name != LEASE_NAME && crate::backup::nested_name(&l.name).is_none())
         .partition(|l| sums::object_of(&l.name).is_some());
     let objects: HashMap<String, u64> = objects.into_iter().map(|l| (l.name, l.size)).collect();
     let (mut summed, mut orphans) = (HashSet::new(), Vec::new());
@@ -908,6 +910,25 @@ impl ObjectSource for BucketObject {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listing_leaves_nested_prefixes_to_their_own_engines() {
+        let l = |name: &str| Listed {
+            name: name.into(),
+            size: 7,
+        };
+        let (objects, summed, orphans) = split_listing(vec![
+            l(LEASE_NAME),
+            l("parts/spans/1.parquet"),
+            l(&sums::name_of("parts/spans/1.parquet")),
+            l("tenants/acme/parts/spans/1.parquet"),
+            l(&sums::name_of("tenants/acme/parts/spans/2.parquet")),
+            l(&format!("tenants/acme/{LEASE_NAME}")),
+        ]);
+        assert_eq!(objects.keys().collect::<Vec<_>>(), ["parts/spans/1.parquet"]);
+        assert!(summed.contains("parts/spans/1.parquet"));
+        assert!(orphans.is_empty(), "a tenant's lone sum is not this engine's to delete");
+    }
 
     fn store(dir: &Path, bucket: Arc<object_store::memory::InMemory>, cache_bytes: u64) -> BucketStore {
         let remote = Remote::over(bucket, "memory://test", "p".into()).unwrap();
