@@ -1,10 +1,12 @@
 //! The token parsers of `--auth-tokens` (TOML), `SKEIN_AUTH_TOKENS` (the
-//! short form) and the `Authorization: Bearer` header, on any text.
+//! short form), the `Authorization: Bearer` header and the tenant header
+//! (`--tenant-header`), on any text.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use skein_server::auth::TokenSet;
 use skein_server::auth::tokens::bearer;
+use skein_server::tenancy::TenantId;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
@@ -12,6 +14,15 @@ fuzz_target!(|data: &[u8]| {
         assert!(!set.is_empty(), "a parsed token set has tokens");
         // Lookup is total: any secret finds a token or none.
         let _ = set.find(text);
+    }
+    if let Ok(t) = text.parse::<TenantId>() {
+        // A tenant name is a safe single path segment.
+        assert_eq!(t.as_str(), text);
+        assert!(!text.contains(['/', '\\', '\0']) && !text.starts_with('.'), "{text:?}");
+        assert_eq!(std::path::Path::new(text).components().count(), 1, "{text:?}");
+    }
+    if let Ok(tenant) = skein_server::auth::tenant_of(None, Some(text)) {
+        assert!(tenant.0.is_none() || text.trim().parse::<TenantId>().is_ok());
     }
     if let Some(secret) = bearer(text) {
         assert!(!secret.is_empty(), "an empty bearer secret is no secret");

@@ -71,7 +71,7 @@ impl fmt::Debug for TenantId {
 
 /// The space a request is bound to: a tenant's, or the home space
 /// (`None`). The gate puts one in every request it admits; handlers take
-/// it as an extractor.
+/// it as an extractor (`crate::gate` has both sides).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Tenant(pub Option<TenantId>);
 
@@ -107,6 +107,20 @@ mod tests {
         ] {
             let e = bad.parse::<TenantId>().unwrap_err();
             assert!(e.starts_with("tenant "), "{bad:?}: {e}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_tenant_name_that_parses_is_one_safe_path_segment(text in "\\PC{0,70}") {
+            if let Ok(t) = text.parse::<TenantId>() {
+                proptest::prop_assert_eq!(t.as_str(), text.as_str());
+                let segments: Vec<_> = std::path::Path::new(&text).components().collect();
+                proptest::prop_assert!(
+                    matches!(segments.as_slice(), [std::path::Component::Normal(_)]),
+                    "{:?}", text
+                );
+            }
         }
     }
 }
