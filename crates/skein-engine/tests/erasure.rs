@@ -138,7 +138,7 @@ fn erasure_removes_matches_everywhere_and_its_receipt_verifies() {
     let shared = inlined.attributes.iter().find(|kv| kv.key == "shared").unwrap();
     assert!(matches!(&shared.value, AnyValue::Str(s) if s.starts_with("the same long")));
 
-    let v = verify_erasure(dir.path(), &receipt.id).unwrap();
+    let v = verify_erasure(dir.path(), &receipt.id, None).unwrap();
     assert!(v.ok, "{v:?}");
     assert!(v.parts_scanned >= 2 && v.files_checked >= 1, "{v:?}");
 
@@ -146,7 +146,7 @@ fn erasure_removes_matches_everywhere_and_its_receipt_verifies() {
     // offline check sees them (it can fail).
     e.ingest_spans(spans(6, "u123", 1)).unwrap();
     e.flush().unwrap();
-    let v = verify_erasure(dir.path(), &receipt.id).unwrap();
+    let v = verify_erasure(dir.path(), &receipt.id, None).unwrap();
     assert!(!v.ok && !v.matching_records.is_empty(), "{v:?}");
 
     // Reopening keeps the receipt; nothing is pending.

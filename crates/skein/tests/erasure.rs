@@ -6,7 +6,9 @@
 //! records stay, and are found by the same search (so the search can
 //! fail). The receipt verifies with `skein verify --erasure`, and a
 //! tampered one does not. A SIGKILL mid-erasure (the process aborting after
-//! its first part) is completed at the next start.
+//! its first part) is completed at the next start. With parts in a bucket,
+//! verify scans the bucket's parts (and finds a part put back behind the
+//! erasure's back).
 
 mod common;
 
@@ -168,9 +170,15 @@ fn erase(s: &Server, body: Value) -> reqwest::Result<reqwest::blocking::Response
 }
 
 fn verify(data: &Path, id: &str) -> (Option<i32>, Value, String) {
+    verify_with(data, id, &[], &[])
+}
+
+fn verify_with(data: &Path, id: &str, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, Value, String) {
     let out = Command::new(common::bin())
         .args(["verify", "--erasure", id, "--data-dir"])
         .arg(data)
+        .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -353,5 +361,154 @@ fn an_erasure_cut_short_by_a_crash_is_completed_at_the_next_start() {
         assert!(left.is_empty(), "{needle} is still in {left:?}");
     }
     let (code, v, err) = verify(&data, &id);
+    assert_eq!(code, Some(0), "{v} {err}");
+}
+
+/// With parts in a bucket, `verify --erasure --storage` scans the bucket's
+/// parts: it passes after the erasure, and fails once an old part holding
+/// erased records is put back into the bucket (which a scan of the local
+/// directory alone cannot see).
+#[test]
+fn with_a_bucket_verify_scans_the_bucket_parts() {
+    let moto = common::moto::Moto::start();
+    moto.create_bucket("erasure-test");
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut flags: Vec<String> = vec!["--storage".into(), "s3://erasure-test/p".into()];
+    flags.extend(common::moto::s3_flags(&moto.url()));
+    flags.extend(
+        [
+            "--hot-max-age",
+            "1h",
+            "--payload-threshold",
+            "256",
+            "--shutdown-timeout",
+            "20",
+        ]
+        .map(String::from),
+    );
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut s = Server::start(&data, &flags);
+    ingest(&s, 1);
+    // A clean stop flushes and uploads.
+    assert!(s.stop().success());
+    let before: Vec<(String, Vec<u8>)> = moto
+        .objects("erasure-test", "p/spans/")
+        .into_iter()
+        .map(|o| {
+            let bytes = moto.get("erasure-test", &o.key);
+            (o.key, bytes)
+        })
+        .collect();
+    assert!(
+        before.iter().any(|(k, _)| k.ends_with(".parquet")),
+        "{:?}",
+        before.iter().map(|(k, _)| k).collect::<Vec<_>>()
+    );
+    s.restart();
+    let r = erase(&s, json!({"attributes": {"user.id": GONE_USER}})).unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let id = r.json::<Value>().unwrap()["id"].as_str().unwrap().to_string();
+    assert!(s.stop().success());
+
+    let endpoint = moto.url();
+    let env = [
+        ("AWS_ENDPOINT_URL", endpoint.as_str()),
+        ("AWS_ALLOW_HTTP", "true"),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+    ];
+    let bucket = ["--storage", "s3://erasure-test/p"];
+    let (code, v, err) = verify_with(&data, &id, &bucket, &env);
+    assert_eq!(code, Some(0), "{v} {err}");
+    assert!(v["parts_scanned"].as_u64().unwrap() > 0, "{v}");
+    assert!(
+        v["files_checked"].as_u64().unwrap() > 0,
+        "the rewritten parts are read from the bucket: {v}"
+    );
+
+    // The pre-erasure part comes back behind Skein's back.
+    let now: Vec<String> = moto
+        .objects("erasure-test", "p/spans/")
+        .into_iter()
+        .map(|o| o.key)
+        .collect();
+    for (key, bytes) in before.into_iter().filter(|(k, _)| !now.contains(k)) {
+        moto.put("erasure-test", &key, bytes);
+    }
+    let (code, v, err) = verify_with(&data, &id, &bucket, &env);
+    assert_ne!(code, Some(0), "{v}");
+    assert!(
+        v["matching_records"].as_object().is_some_and(|m| !m.is_empty()),
+        "{v} {err}"
+    );
+    // The local directory alone does not hold it.
+    let (_, local, _) = verify(&data, &id);
+    assert!(
+        local["matching_records"].as_object().is_some_and(|m| m.is_empty()),
+        "{local}"
+    );
+}
+
+fn restore(backup: &Path, into: &Path, extra: &[&str]) -> Value {
+    let out = Command::new(common::bin())
+        .args(["restore", "--from"])
+        .arg(backup)
+        .arg("--data-dir")
+        .arg(into)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A backup taken before an erasure still holds the erased user; restored
+/// with `--erasures-from` the old data directory, the erasure runs again at
+/// the restore's first start and the user does not come back (restored
+/// without it, it does: the test can fail).
+#[test]
+fn a_restore_of_an_older_backup_carries_the_erasures_made_since() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let s = Server::start(&data, &["--payload-threshold", "256"]);
+    ingest(&s, 1);
+    let backup = dir.path().join("backup");
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{}/api/v1/backups", s.api))
+        .json(&json!({"to": backup}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let r = erase(&s, json!({"attributes": {"user.id": GONE_USER}})).unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let id = r.json::<Value>().unwrap()["id"].as_str().unwrap().to_string();
+    assert_eq!(count(&s, "spans", GONE_USER), 0);
+    drop(s);
+
+    let plain = dir.path().join("plain");
+    restore(&backup, &plain, &[]);
+    let s = Server::start(&plain, &[]);
+    assert_eq!(count(&s, "spans", GONE_USER), 10, "the backup predates the erasure");
+    drop(s);
+
+    let carried = dir.path().join("carried");
+    let report = restore(&backup, &carried, &["--erasures-from", data.to_str().unwrap()]);
+    assert_eq!(report["erasures_carried"], json!([id]), "{report}");
+    let s = Server::start(&carried, &[]);
+    assert_eq!(count(&s, "spans", GONE_USER), 0);
+    assert_eq!(count(&s, "logs", GONE_USER), 0);
+    assert_eq!(count(&s, "spans", KEPT_USER), 10);
+    let (status, receipt) = get(&s, &format!("/api/v1/erasures/{id}"));
+    assert_eq!(status, 200);
+    assert_eq!(receipt["status"], "completed", "{receipt}");
+    assert_eq!(receipt["counts"]["spans"], 10, "{receipt}");
+    drop(s);
+    for needle in [GONE_USER, GONE_PROMPT, GONE_BODY] {
+        let left = holders(&carried, needle);
+        assert!(left.is_empty(), "{needle} is still in {left:?}");
+    }
+    let (code, v, err) = verify(&carried, &id);
     assert_eq!(code, Some(0), "{v} {err}");
 }

@@ -384,8 +384,8 @@ pub fn read_receipt(data_dir: &Path, id: &str) -> Result<Option<ErasureReceipt>>
     }
 }
 
-/// Every receipt still pending, oldest id first.
-fn pending(data_dir: &Path) -> Result<Vec<ErasureReceipt>> {
+/// The ids of every receipt in `DATA_DIR/erasures`, in order.
+fn receipt_ids(data_dir: &Path) -> Result<Vec<String>> {
     let dir = data_dir.join(DIR);
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
@@ -403,8 +403,13 @@ fn pending(data_dir: &Path) -> Result<Vec<ErasureReceipt>> {
         .filter(|id| valid_id(id))
         .collect();
     ids.sort();
+    Ok(ids)
+}
+
+/// Every receipt still pending, oldest id first.
+fn pending(data_dir: &Path) -> Result<Vec<ErasureReceipt>> {
     let mut out = Vec::new();
-    for id in ids {
+    for id in receipt_ids(data_dir)? {
         if let Some(r) = read_receipt(data_dir, &id)?
             && r.status == "pending"
         {
@@ -412,6 +417,40 @@ fn pending(data_dir: &Path) -> Result<Vec<ErasureReceipt>> {
         }
     }
     Ok(out)
+}
+
+/// Carries the erasures of data directory `from` into `into`, a restore of
+/// an older backup of it, so that nothing they erased comes back: each
+/// receipt `into` lacks is written there as pending, and the next open
+/// runs it before answering anything. A completed receipt runs again from
+/// its hashed criteria (matching needs no plain value); its counts, files
+/// and digest are those of the new run. Returns the ids carried.
+///
+/// Crash safety: each receipt is written whole (temp → fsync → rename); a
+/// crash leaves some carried, and running this again carries the rest.
+pub fn carry_erasures(from: &Path, into: &Path) -> Result<Vec<String>> {
+    let dir = into.join(DIR);
+    let mut carried = Vec::new();
+    for id in receipt_ids(from)? {
+        if read_receipt(into, &id)?.is_some() {
+            continue;
+        }
+        let Some(mut r) = read_receipt(from, &id)? else {
+            continue;
+        };
+        r.status = "pending".into();
+        r.counts = ErasureCounts::default();
+        r.files_rewritten.clear();
+        r.payloads_removed = 0;
+        r.payload_packs_rewritten = 0;
+        r.started_at = None;
+        r.completed_at = None;
+        r.digest = None;
+        crate::fsutil::create_dir_all(&dir)?;
+        persist(&dir, &r)?;
+        carried.push(id);
+    }
+    Ok(carried)
 }
 
 /// For crash tests: abort the process after this many parts of an
@@ -488,6 +527,10 @@ impl Inner {
         let gc = self.tracked(crate::health::FaultKind::Gc, || self.collect_payload_garbage_forced())?;
         r.payloads_removed += gc.removed;
         r.payload_packs_rewritten += gc.packs_rewritten + gc.packs_deleted;
+        // What the erasure replaced leaves the bucket now, not after
+        // `--removal-grace` (a reader mid-query on one of those parts gets
+        // an error naming it, and its next query the new listing).
+        self.holdable.remove_graced_now();
         r.status = "completed".into();
         r.pending_criteria = None;
         r.completed_at = Some(now_rfc3339());
@@ -617,9 +660,16 @@ pub struct ErasureVerification {
 }
 
 /// Checks an erasure offline against a data directory (see the module
-/// docs). Reads only: safe beside a running server, though a merge running
-/// meanwhile can make a file vanish under it (run it again).
-pub fn verify_erasure(data_dir: &Path, id: &str) -> Result<ErasureVerification> {
+/// docs), and against the bucket its parts live in when it has one
+/// (`bucket`: the server's `--storage`; read only, its objects fetched
+/// through a scratch cache that is removed after). Reads only: safe beside
+/// a running server, though a merge running meanwhile can make a file
+/// vanish under it (run it again).
+pub fn verify_erasure(
+    data_dir: &Path,
+    id: &str,
+    bucket: Option<&crate::storage::object::ObjectStorageOptions>,
+) -> Result<ErasureVerification> {
     let r = read_receipt(data_dir, id)?.ok_or_else(|| {
         Error::Invalid(format!(
             "no erasure {id} in {} (no {}/{id}.json)",
@@ -642,26 +692,77 @@ pub fn verify_erasure(data_dir: &Path, id: &str) -> Result<ErasureVerification> 
         matching_records: BTreeMap::new(),
         ok: false,
     };
-    for f in &r.files_rewritten {
-        let (Some(name), Some(want)) = (&f.written, &f.blake3) else {
-            continue;
-        };
-        match std::fs::read(parts_dir.join(name)) {
-            Ok(bytes) if blake3::hash(&bytes).to_hex().as_str() == want => v.files_checked += 1,
-            Ok(_) => v.files_mismatched.push(name.clone()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => v.files_replaced_since.push(name.clone()),
-            Err(e) => return Err(Error::io(format!("read {}", parts_dir.join(name).display()), e)),
+    let scratch = bucket.map(|_| ScratchCache::new());
+    let store: Option<Arc<dyn PartStore>> = match (bucket, &scratch) {
+        (Some(os), Some(cache)) => {
+            let mut os = os.clone();
+            os.read_only = true;
+            os.cache_dir = cache.0.clone();
+            os.cache_bytes = 256 << 20;
+            Some(Arc::new(crate::storage::object::BucketStore::open(
+                &parts_dir,
+                &["spans", "logs", "metrics", crate::payload::PayloadStore::PREFIX],
+                &os,
+                "skein-verify",
+                Arc::new(crate::health::Faults::default()),
+                part::is_text_index,
+            )?))
         }
-    }
-    if parts_dir.is_dir() {
-        let store: Arc<dyn PartStore> = Arc::new(crate::storage::LocalStore::read_only(&parts_dir));
-        scan_parts::<Span>(&store, &m, &mut v)?;
-        scan_parts::<LogRecord>(&store, &m, &mut v)?;
-        scan_parts::<MetricPoint>(&store, &m, &mut v)?;
+        _ => parts_dir
+            .is_dir()
+            .then(|| Arc::new(crate::storage::LocalStore::read_only(&parts_dir)) as Arc<dyn PartStore>),
+    };
+    if let Some(store) = &store {
+        let mut listed = std::collections::BTreeSet::new();
+        for prefix in ["spans", "logs", "metrics", crate::payload::PayloadStore::PREFIX] {
+            listed.extend(store.list(prefix)?);
+        }
+        for f in &r.files_rewritten {
+            let (Some(name), Some(want)) = (&f.written, &f.blake3) else {
+                continue;
+            };
+            if !listed.contains(name) {
+                v.files_replaced_since.push(name.clone());
+                continue;
+            }
+            let src = store.open(name)?;
+            let bytes = src
+                .read_at(0, src.len() as usize)
+                .map_err(|e| Error::io(format!("read {}", store.describe(name)), e))?;
+            if blake3::hash(&bytes).to_hex().as_str() == want {
+                v.files_checked += 1;
+            } else {
+                v.files_mismatched.push(name.clone());
+            }
+        }
+        scan_parts::<Span>(store, &m, &mut v)?;
+        scan_parts::<LogRecord>(store, &m, &mut v)?;
+        scan_parts::<MetricPoint>(store, &m, &mut v)?;
+    } else {
+        v.files_replaced_since
+            .extend(r.files_rewritten.iter().filter_map(|f| f.written.clone()));
     }
     scan_wal(&data_dir.join("wal"), &m, &mut v)?;
     v.ok = v.digest_ok && v.files_mismatched.is_empty() && v.matching_records.is_empty();
     Ok(v)
+}
+
+/// A cache directory for one verify's bucket reads, removed after.
+struct ScratchCache(PathBuf);
+
+impl ScratchCache {
+    fn new() -> ScratchCache {
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        ScratchCache(std::env::temp_dir().join(format!("skein-verify-{}-{nanos}", std::process::id())))
+    }
+}
+
+impl Drop for ScratchCache {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn scan_parts<R: Stored + Erasable>(

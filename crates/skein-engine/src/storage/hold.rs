@@ -80,6 +80,27 @@ impl HoldableStore {
         due.len()
     }
 
+    /// Performs every removal waiting out its grace now, as if it were due
+    /// (those during a hold wait for it to end): an erasure's replaced
+    /// files must leave the bucket at once, not after the grace.
+    pub fn remove_graced_now(&self) -> usize {
+        let due: Vec<String> = {
+            let mut h = self.held.lock();
+            let due: Vec<String> = h.graced.drain(..).map(|(_, name)| name).collect();
+            if h.holds > 0 {
+                h.pending.extend(due);
+                return 0;
+            }
+            due
+        };
+        for name in &due {
+            if let Err(e) = self.inner.remove(name) {
+                tracing::warn!("removing {} ahead of its grace: {e}", self.inner.describe(name));
+            }
+        }
+        due.len()
+    }
+
     /// Removals waiting out their grace.
     pub fn graced_removals(&self) -> usize {
         self.held.lock().graced.len()
@@ -239,5 +260,27 @@ mod tests {
         std::thread::sleep(Duration::from_millis(250));
         assert_eq!(store.remove_due(), 0);
         assert_eq!(store.get("spans/c").unwrap().as_ref(), b"new");
+    }
+
+    #[test]
+    fn graced_removals_can_be_done_at_once_but_not_through_a_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let local: Arc<dyn PartStore> = Arc::new(LocalStore::open(dir.path(), &["spans"]).unwrap());
+        let store = HoldableStore::new(local, Duration::from_secs(3600));
+        store.put("spans/a", b"a").unwrap();
+        store.put("spans/b", b"b").unwrap();
+        store.remove("spans/a").unwrap();
+        let hold = store.hold();
+        assert_eq!(store.remove_graced_now(), 0, "a hold is in force");
+        assert!(store.open("spans/a").is_ok());
+        drop(hold);
+        assert!(
+            store.open("spans/a").is_err(),
+            "removed when the hold ended, long before its grace"
+        );
+        store.remove("spans/b").unwrap();
+        assert_eq!(store.remove_graced_now(), 1);
+        assert!(store.open("spans/b").is_err());
+        assert_eq!(store.graced_removals(), 0);
     }
 }

@@ -271,7 +271,7 @@ mod tests {
             "f",
         )
         .unwrap_err();
-        assert!(tenant.contains("line 6") && tenant.contains("\"../etc\""), "{tenant}");
+        assert!(tenant.contains("line 7") && tenant.contains("\"../etc\""), "{tenant}");
         let acme = TokenSet::from_toml(
             "[[token]]\nname = \"a\"\nsecret = \"x\"\nscopes = [\"read\"]\ntenant = \"acme\"\n",
             "f",

@@ -39,6 +39,12 @@ pub struct RestoreArgs {
     /// The data directory to create; it must be empty or not exist.
     #[arg(long, value_name = "DIR")]
     pub data_dir: PathBuf,
+    /// The data directory the backup was taken of (or a copy of its
+    /// `erasures/`, tenants' included): erasures it has that the backup
+    /// does not are carried into the restore and run at its first start,
+    /// so nothing erased after the backup comes back.
+    #[arg(long, value_name = "DIR")]
+    pub erasures_from: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -58,6 +64,11 @@ pub struct VerifyArgs {
     /// POST /api/v1/erasures).
     #[arg(long, value_name = "ID", requires = "data_dir")]
     pub erasure: Option<String>,
+    /// With --erasure: the bucket the server keeps its parts in (its
+    /// --storage), scanned too, read only, with the AWS_* environment.
+    /// Without it, only the parts on local disk are scanned.
+    #[arg(long, value_name = "s3://BUCKET/PREFIX", requires = "erasure")]
+    pub storage: Option<String>,
 }
 
 fn engine_error(e: skein_engine::Error) -> CliError {
@@ -118,9 +129,25 @@ fn back_up_dir(dir: &std::path::Path, to: &Location) -> CliResult<Value> {
 
 pub fn restore(ctx: &Ctx, a: &RestoreArgs) -> CliResult<Exit> {
     let r = backup::restore(&Location::parse(&a.from, Vec::new()), &a.data_dir).map_err(engine_error)?;
+    let mut carried = Vec::new();
+    if let Some(from) = &a.erasures_from {
+        let mut places = vec![(from.clone(), a.data_dir.clone())];
+        for name in &r.nested {
+            let rel = PathBuf::from(backup::NESTED_DIR).join(name);
+            places.push((from.join(&rel), a.data_dir.join(&rel)));
+        }
+        for (from, into) in places {
+            carried.extend(skein_engine::erasure::carry_erasures(&from, &into).map_err(engine_error)?);
+        }
+    }
     if ctx.out.table() {
+        let erasures = if carried.is_empty() {
+            String::new()
+        } else {
+            format!("; {} erasures made since run at its first start", carried.len())
+        };
         write_stdout(&format!(
-            "restored {} files ({}) into {} in {:.1} s; start it with: skein serve --data-dir {}",
+            "restored {} files ({}) into {} in {:.1} s{erasures}; start it with: skein serve --data-dir {}",
             r.files,
             human_bytes(r.bytes as f64),
             r.data_dir,
@@ -128,7 +155,11 @@ pub fn restore(ctx: &Ctx, a: &RestoreArgs) -> CliResult<Exit> {
             r.data_dir
         ))?;
     } else {
-        ctx.out.json(&serde_json::to_value(&r).unwrap_or(Value::Null))?;
+        let mut v = serde_json::to_value(&r).unwrap_or(Value::Null);
+        if a.erasures_from.is_some() {
+            v["erasures_carried"] = serde_json::json!(carried);
+        }
+        ctx.out.json(&v)?;
     }
     Ok(Exit::Ok)
 }
@@ -136,7 +167,7 @@ pub fn restore(ctx: &Ctx, a: &RestoreArgs) -> CliResult<Exit> {
 /// Exit 0 when every file is intact, 4 (naming each damaged file) when not.
 pub fn verify(ctx: &Ctx, a: &VerifyArgs) -> CliResult<Exit> {
     if let (Some(id), Some(dir)) = (&a.erasure, &a.data_dir) {
-        return super::verify_erasure::run(ctx, id, dir);
+        return super::verify_erasure::run(ctx, id, dir, a.storage.as_deref());
     }
     let loc = match (&a.data_dir, &a.backup) {
         (Some(d), _) => {

@@ -10,8 +10,20 @@ use std::path::Path;
 use super::client::{CliError, CliResult, Exit};
 use super::{Ctx, Format};
 
-pub fn run(ctx: &Ctx, id: &str, data_dir: &Path) -> CliResult<Exit> {
-    let v = skein_engine::erasure::verify_erasure(data_dir, id).map_err(|e| {
+pub fn run(ctx: &Ctx, id: &str, data_dir: &Path, storage: Option<&str>) -> CliResult<Exit> {
+    // The bucket's settings come from the AWS_* environment, as `skein
+    // restore` reaches one; the cache is the verify's own scratch.
+    let bucket = storage.map(|url| skein_engine::ObjectStorageOptions {
+        remote: skein_engine::RemoteConfig {
+            url: url.to_string(),
+            options: Vec::new(),
+        },
+        cache_dir: data_dir.join("cache"),
+        cache_bytes: 0,
+        read_only: true,
+        removal_grace: std::time::Duration::ZERO,
+    });
+    let v = skein_engine::erasure::verify_erasure(data_dir, id, bucket.as_ref()).map_err(|e| {
         if e.is_invalid_input() {
             CliError::usage(e.to_string())
         } else {
