@@ -269,13 +269,8 @@ fn backups_to_and_from_a_bucket() {
         .collect();
     assert!(keys.contains(&"bk/1/manifest.json".to_string()), "{keys:?}");
 
-    let env = [
-        ("AWS_ENDPOINT_URL", endpoint.as_str()),
-        ("AWS_ALLOW_HTTP", "true"),
-        ("AWS_REGION", "us-east-1"),
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-    ];
+    let env = common::moto::aws_env(&endpoint);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let v = ok(skein(&["verify", "--backup", "s3://skein-backup/bk/1"], &env));
     assert_eq!(v["ok"], true, "{v}");
     assert_eq!(v["files_checked"], report["files"]);

@@ -411,14 +411,8 @@ fn with_a_bucket_verify_scans_the_bucket_parts() {
     let id = r.json::<Value>().unwrap()["id"].as_str().unwrap().to_string();
     assert!(s.stop().success());
 
-    let endpoint = moto.url();
-    let env = [
-        ("AWS_ENDPOINT_URL", endpoint.as_str()),
-        ("AWS_ALLOW_HTTP", "true"),
-        ("AWS_REGION", "us-east-1"),
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-    ];
+    let env = common::moto::aws_env(&moto.url());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let bucket = ["--storage", "s3://erasure-test/p"];
     let (code, v, err) = verify_with(&data, &id, &bucket, &env);
     assert_eq!(code, Some(0), "{v} {err}");

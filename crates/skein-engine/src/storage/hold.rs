@@ -56,49 +56,40 @@ impl HoldableStore {
     /// Performs the removals whose grace is over (those due during a hold
     /// wait for it to end); returns how many it performed.
     pub fn remove_due(&self) -> usize {
-        let due: Vec<String> = {
-            let mut h = self.held.lock();
-            let now = Instant::now();
-            let mut due = Vec::new();
-            while h.graced.front().is_some_and(|(at, _)| *at <= now) {
-                if let Some((_, name)) = h.graced.pop_front() {
-                    due.push(name);
-                }
-            }
-            if h.holds > 0 {
-                h.pending.extend(due);
-                return 0;
-            }
-            due
-        };
-        for name in &due {
-            // As after a hold: a failed removal leaves what recovery clears.
-            if let Err(e) = self.inner.remove(name) {
-                tracing::warn!("removing {} after its grace: {e}", self.inner.describe(name));
-            }
-        }
-        due.len()
+        let now = Instant::now();
+        self.remove_graced(|at| at <= now, "after its grace")
     }
 
     /// Performs every removal waiting out its grace now, as if it were due
     /// (those during a hold wait for it to end): an erasure's replaced
     /// files must leave the bucket at once, not after the grace.
     pub fn remove_graced_now(&self) -> usize {
-        let due: Vec<String> = {
+        self.remove_graced(|_| true, "ahead of its grace")
+    }
+
+    /// Performs the graced removals, in order, while `due` says so.
+    fn remove_graced(&self, due: impl Fn(Instant) -> bool, when: &str) -> usize {
+        let names: Vec<String> = {
             let mut h = self.held.lock();
-            let due: Vec<String> = h.graced.drain(..).map(|(_, name)| name).collect();
+            let mut names = Vec::new();
+            while h.graced.front().is_some_and(|(at, _)| due(*at)) {
+                if let Some((_, name)) = h.graced.pop_front() {
+                    names.push(name);
+                }
+            }
             if h.holds > 0 {
-                h.pending.extend(due);
+                h.pending.extend(names);
                 return 0;
             }
-            due
+            names
         };
-        for name in &due {
+        for name in &names {
+            // As after a hold: a failed removal leaves what recovery clears.
             if let Err(e) = self.inner.remove(name) {
-                tracing::warn!("removing {} ahead of its grace: {e}", self.inner.describe(name));
+                tracing::warn!("removing {} {when}: {e}", self.inner.describe(name));
             }
         }
-        due.len()
+        names.len()
     }
 
     /// Removals waiting out their grace.

@@ -32,6 +32,18 @@ pub fn s3_flags(endpoint: &str) -> Vec<String> {
     .collect()
 }
 
+/// The `AWS_*` environment that reaches moto at `endpoint` (for the
+/// commands that take no `--s3-*` flags: verify, restore).
+pub fn aws_env(endpoint: &str) -> [(&'static str, String); 5] {
+    [
+        ("AWS_ENDPOINT_URL", endpoint.to_string()),
+        ("AWS_ALLOW_HTTP", "true".into()),
+        ("AWS_REGION", "us-east-1".into()),
+        ("AWS_ACCESS_KEY_ID", "test".into()),
+        ("AWS_SECRET_ACCESS_KEY", "test".into()),
+    ]
+}
+
 impl Moto {
     pub fn start() -> Moto {
         let port = free_port();
