@@ -157,3 +157,53 @@ fn erasure_removes_matches_everywhere_and_its_receipt_verifies() {
     assert!(e.erasure("../x").is_err());
     assert!(e.erase(ErasureCriteria::default()).is_err());
 }
+
+/// A query running while an erasure rewrites part after part sees all of
+/// the matching records or none of them: every rewrite and drop takes
+/// effect in one swap. (Were each part installed as it was rewritten, the
+/// reader would see the count fall part by part.)
+#[test]
+fn matching_records_leave_every_answer_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Arc::new(Engine::open(opts(dir.path())).unwrap());
+    const PARTS: u128 = 24;
+    for p in 0..PARTS {
+        // Each part holds both users (rewritten) or only the erased one
+        // (dropped whole).
+        e.ingest_spans(spans(100 + p, "gone", 5)).unwrap();
+        e.ingest_logs(logs(100 + p, "gone", 3)).unwrap();
+        if p % 3 != 0 {
+            e.ingest_spans(spans(500 + p, "kept", 2)).unwrap();
+        }
+        e.flush().unwrap();
+    }
+    let all = (PARTS as usize * 5, PARTS as usize * 3);
+    assert_eq!(by_user(&e, "gone"), all);
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (e, done) = (e.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut seen = std::collections::BTreeSet::new();
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                seen.insert(by_user(&e, "gone").0);
+            }
+            seen
+        })
+    };
+    let receipt = e
+        .erase(ErasureCriteria {
+            attributes: [("user.id".to_string(), "gone".to_string())].into(),
+            ..Default::default()
+        })
+        .unwrap();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let seen = reader.join().unwrap();
+    assert!(
+        seen.iter().all(|n| *n == all.0 || *n == 0),
+        "a query saw a partly erased state: {seen:?}"
+    );
+    assert_eq!(by_user(&e, "gone"), (0, 0));
+    assert_eq!(by_user(&e, "kept").0, (PARTS as usize - PARTS as usize / 3) * 2);
+    assert_eq!(receipt.counts.spans, PARTS as u64 * 5);
+    assert_eq!(receipt.files_rewritten.len(), PARTS as usize * 2, "{receipt:?}");
+}

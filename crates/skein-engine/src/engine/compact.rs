@@ -155,6 +155,28 @@ impl Inner {
         level: u32,
         erase: Option<&dyn Fn(&R) -> bool>,
     ) -> Result<Arc<Part>> {
+        let output = self.write_rewrite::<R>(inputs, floor, level, erase)?;
+        self.swap_parts(vec![PartSwap {
+            signal: R::SIGNAL,
+            inputs: inputs.iter().map(|p| p.meta.id).collect(),
+            output: Some(output.clone()),
+        }])?;
+        Ok(output)
+    }
+
+    /// Writes what [`rewrite_with`](Inner::rewrite_with) puts in place of
+    /// `inputs`, without answering from it yet ([`Inner::swap_parts`]).
+    ///
+    /// Crash safety: the output is durable and names its inputs in
+    /// `replaces`, so recovery puts it in their place if a crash comes
+    /// before the swap.
+    pub(super) fn write_rewrite<R: Stored>(
+        &self,
+        inputs: &[Arc<Part>],
+        floor: u64,
+        level: u32,
+        erase: Option<&dyn Fn(&R) -> bool>,
+    ) -> Result<Arc<Part>> {
         let meta = PartMeta {
             min_seq: inputs.iter().map(|p| p.meta.min_seq).min().unwrap_or(0),
             max_seq: inputs.iter().map(|p| p.meta.max_seq).max().unwrap_or(0),
@@ -190,25 +212,51 @@ impl Inner {
                 .set_text_bundle(PartTextIndex::merge(&pairs).map_err(|e| format!("merging the inputs' indexes: {e}")));
             self.text_index_merges.fetch_add(1, Ordering::Relaxed);
         }
-        let output = Arc::new(writer.finish()?.with_page_cache(Some(self.page_cache.clone())));
-        let ids: HashSet<u64> = inputs.iter().map(|p| p.meta.id).collect();
+        Ok(Arc::new(
+            writer.finish()?.with_page_cache(Some(self.page_cache.clone())),
+        ))
+    }
+
+    /// Puts every swap's output in place of its inputs (none: the inputs
+    /// just go) in one step: a query sees all of the swaps or none. Then
+    /// the inputs' files are removed.
+    ///
+    /// A swap whose inputs are no longer all there (retention dropped one
+    /// meanwhile) is not made: its output would bring back what went, so
+    /// its file is removed instead (recovery would do the same, since the
+    /// inputs it `replaces` are gone).
+    pub(super) fn swap_parts(&self, swaps: Vec<PartSwap>) -> Result<()> {
+        let mut gone: Vec<(Signal, u64)> = Vec::new();
         {
             let mut st = self.state.write();
-            let list = &mut st.parts[R::SIGNAL.index()];
-            let pos = list.iter().position(|p| ids.contains(&p.meta.id)).unwrap_or(list.len());
-            list.retain(|p| !ids.contains(&p.meta.id));
-            list.insert(pos.min(list.len()), output.clone());
+            for swap in &swaps {
+                let list = &mut st.parts[swap.signal.index()];
+                let ids: HashSet<u64> = swap.inputs.iter().copied().collect();
+                let present = list.iter().filter(|p| ids.contains(&p.meta.id)).count();
+                if present < ids.len() {
+                    if let Some(out) = &swap.output {
+                        gone.push((swap.signal, out.meta.id));
+                    }
+                    continue;
+                }
+                let pos = list.iter().position(|p| ids.contains(&p.meta.id)).unwrap_or(list.len());
+                list.retain(|p| !ids.contains(&p.meta.id));
+                if let Some(out) = &swap.output {
+                    list.insert(pos.min(list.len()), out.clone());
+                }
+                gone.extend(swap.inputs.iter().map(|id| (swap.signal, *id)));
+            }
         }
-        for id in ids {
-            self.store.remove(&part::parquet_name(R::SIGNAL, id))?;
-            for name in part::sidecar_names(R::SIGNAL, id) {
+        for (signal, id) in gone {
+            self.store.remove(&part::parquet_name(signal, id))?;
+            for name in part::sidecar_names(signal, id) {
                 self.store.remove(&name)?;
             }
         }
-        if R::SIGNAL == Signal::Spans {
+        if swaps.iter().any(|s| s.signal == Signal::Spans) {
             self.forget_shadows();
         }
-        Ok(output)
+        Ok(())
     }
 
     /// Drops cached shadow sets of span parts that are gone.
@@ -219,6 +267,15 @@ impl Inner {
             .collect();
         self.shadow_cache.retain_parts(&live);
     }
+}
+
+/// Parts that take the place of others (see [`Inner::swap_parts`]).
+pub(super) struct PartSwap {
+    pub signal: Signal,
+    /// The parts replaced (by id).
+    pub inputs: Vec<u64>,
+    /// What replaces them; `None` drops them.
+    pub output: Option<Arc<Part>>,
 }
 
 /// Clears a flag when dropped (also on an early return).

@@ -9,8 +9,10 @@
 //! (`Wal::remove_before`). Then, under the compaction lock (no merge runs
 //! meanwhile), each part holding a match is rewritten without it through
 //! compaction's streaming merge (its full-text index rebuilt from the rows
-//! kept, so no term of an erased record survives), or dropped when every
-//! row matches. Last, payload garbage collection forgets the payloads only
+//! kept, so no term of an erased record survives), or marked to be dropped
+//! when every row matches; every rewrite and drop then takes effect in one
+//! swap of the part lists, so matching records leave every answer at once
+//! (a query sees all of them or none), and the old files are removed. Last, payload garbage collection forgets the payloads only
 //! erased records held and rewrites every pack that held one, whatever its
 //! share of garbage (ordinary GC leaves packs that are mostly live).
 //!
@@ -36,9 +38,10 @@
 //! part and WAL segment for a record matching the criteria.
 //!
 //! # Crash safety
-//! Each step is idempotent: a flush, a part rewrite (durable before it is
-//! installed, naming its input in `replaces`), a drop (the Parquet file's
-//! unlink is the commit point), GC (in memory, then packs rewritten before
+//! Each step is idempotent: a flush, a part rewrite (durable before the
+//! swap, naming its input in `replaces`, so recovery installs it if the
+//! swap never came), a drop (the Parquet file's unlink is the commit
+//! point; before it, the next open's run finds the part again), GC (in memory, then packs rewritten before
 //! the old are deleted). A crash at any point leaves a `pending` receipt;
 //! the next open runs the erasure again, finding only what is left. Counts
 //! of a part rewritten after the last progress write are lost from the
@@ -54,6 +57,7 @@ use serde::{Deserialize, Serialize};
 use skein_model::{AnyValue, KeyValue, LogRecord, MetricPoint, Span, TraceId};
 
 use super::Inner;
+use super::compact::PartSwap;
 use super::tier::Stored;
 use crate::error::{Error, Result};
 use crate::part::{self, Part};
@@ -520,9 +524,14 @@ impl Inner {
             let _no_merges = self.compact_lock.lock();
             let mut parts_done = 0usize;
             let abort_after = abort_after_parts();
-            self.erase_parts::<Span>(&m, &mut r, &dir, &mut parts_done, abort_after)?;
-            self.erase_parts::<LogRecord>(&m, &mut r, &dir, &mut parts_done, abort_after)?;
-            self.erase_parts::<MetricPoint>(&m, &mut r, &dir, &mut parts_done, abort_after)?;
+            // Every replacement is written first and answered from in one
+            // swap: matching records leave every answer at once, never
+            // some parts before others.
+            let mut swaps = Vec::new();
+            self.erase_parts::<Span>(&m, &mut r, &dir, &mut parts_done, abort_after, &mut swaps)?;
+            self.erase_parts::<LogRecord>(&m, &mut r, &dir, &mut parts_done, abort_after, &mut swaps)?;
+            self.erase_parts::<MetricPoint>(&m, &mut r, &dir, &mut parts_done, abort_after, &mut swaps)?;
+            self.swap_parts(swaps)?;
         }
         let gc = self.tracked(crate::health::FaultKind::Gc, || self.collect_payload_garbage_forced())?;
         r.payloads_removed += gc.removed;
@@ -571,6 +580,8 @@ impl Inner {
         Ok(())
     }
 
+    /// Writes what replaces each part of `R` holding a match (nothing, when
+    /// every row matches) and notes the swap, to be made with the others.
     fn erase_parts<R: Stored + Erasable>(
         &self,
         m: &Matcher,
@@ -578,6 +589,7 @@ impl Inner {
         dir: &Path,
         parts_done: &mut usize,
         abort_after: Option<usize>,
+        swaps: &mut Vec<PartSwap>,
     ) -> Result<()> {
         let parts = self.state.read().parts(R::SIGNAL).clone();
         for p in parts {
@@ -587,7 +599,16 @@ impl Inner {
             }
             let removed = part::parquet_name(R::SIGNAL, p.meta.id);
             let entry = if matches >= p.meta.rows {
-                self.drop_part(R::SIGNAL, &p)?;
+                // Before the part goes, so its records never come back from
+                // a log segment that still holds them.
+                self.replay_floor
+                    .lock()
+                    .raise(&self.opts.data_dir, R::SIGNAL, p.meta.covers_seq, p.meta.max_seq)?;
+                swaps.push(PartSwap {
+                    signal: R::SIGNAL,
+                    inputs: vec![p.meta.id],
+                    output: None,
+                });
                 RewrittenFile {
                     removed,
                     written: None,
@@ -595,9 +616,14 @@ impl Inner {
                 }
             } else {
                 let erase: &dyn Fn(&R) -> bool = &|rec: &R| m.matches(rec);
-                let out = self.rewrite_with::<R>(std::slice::from_ref(&p), 0, p.meta.level, Some(erase))?;
+                let out = self.write_rewrite::<R>(std::slice::from_ref(&p), 0, p.meta.level, Some(erase))?;
                 let written = part::parquet_name(R::SIGNAL, out.meta.id);
                 let bytes = self.store.get(&written)?;
+                swaps.push(PartSwap {
+                    signal: R::SIGNAL,
+                    inputs: vec![p.meta.id],
+                    output: Some(out),
+                });
                 RewrittenFile {
                     removed,
                     written: Some(written),
