@@ -171,8 +171,9 @@ pub struct PartWriter<R: Columnar> {
     last: Option<(u64, crate::record::RecordKey)>,
     /// For the sidecar index too.
     zstd_level: i32,
-    /// The full-text index being built, when the part gets one.
-    text: Option<PartTextBuilder>,
+    /// The full-text index being built (on its own thread), when the part
+    /// gets one.
+    text: Option<TextThread<R>>,
     /// The full-text index made by the caller (a compaction merges its
     /// inputs' indexes), as the bytes of its file.
     given_text: Option<Vec<u8>>,
@@ -222,9 +223,12 @@ impl<R: Columnar> PartWriter<R> {
     /// Builds the part's full-text index too, reading payload text through
     /// `read`. Call before the first `push`.
     pub fn with_text_index(mut self, read: Option<PayloadText>) -> Self {
-        match PartTextBuilder::new(read) {
-            Ok(b) => self.text = Some(b),
-            Err(e) => self.text_failed = Some(e.to_string()),
+        match PartTextBuilder::new(read)
+            .map_err(|e| e.to_string())
+            .and_then(TextThread::start)
+        {
+            Ok(t) => self.text = Some(t),
+            Err(e) => self.text_failed = Some(e),
         }
         self
     }
@@ -260,12 +264,6 @@ impl<R: Columnar> PartWriter<R> {
         } else {
             crate::payload::refs_of(&*r, &mut self.given_refs);
         }
-        if let Some(text) = &mut self.text
-            && let Err(e) = text.push(&*r)
-        {
-            self.text_failed = Some(e.to_string());
-            self.text = None;
-        }
         self.rows += 1;
         self.chunk.push(r);
         if self.chunk.len() >= CHUNK_ROWS {
@@ -281,6 +279,18 @@ impl<R: Columnar> PartWriter<R> {
             return Ok(());
         }
         let chunk = std::mem::replace(&mut self.chunk, Vec::with_capacity(CHUNK_ROWS));
+        if let Some(text) = &self.text
+            && !text.send(chunk.clone())
+        {
+            // The thread gave up (its error comes with `finish`).
+            if let Some(t) = self.text.take() {
+                self.text_failed = Some(
+                    t.finish()
+                        .err()
+                        .unwrap_or_else(|| "the text index thread stopped".into()),
+                );
+            }
+        }
         self.converter.send(chunk)?;
         if self.converter.in_flight > 1 {
             self.write_converted()?;
@@ -350,7 +360,7 @@ impl<R: Columnar> PartWriter<R> {
         self.store.put(&index_name(R::SIGNAL, self.meta.id), &encoded)?;
         let text = match (self.given_text.take(), self.text.take()) {
             (Some(bytes), _) => Some(bytes),
-            (None, Some(text)) => text.finish().map_err(|e| self.text_failed = Some(e.to_string())).ok(),
+            (None, Some(text)) => text.finish().map_err(|e| self.text_failed = Some(e)).ok(),
             (None, None) => None,
         };
         if let Some(bytes) = text {
@@ -380,6 +390,63 @@ struct Converter<R> {
     batches: std::sync::mpsc::Receiver<Result<RecordBatch>>,
     /// Chunks sent whose batches were not received yet.
     in_flight: usize,
+}
+
+/// A part's full-text index, built on a thread of its own from the same
+/// chunks of rows the converter gets: tokenizing is a third of a log
+/// part's flush, and the flush is what ingest waits for when the hot tier
+/// is full.
+struct TextThread<R> {
+    chunks: Option<std::sync::mpsc::SyncSender<Vec<Arc<R>>>>,
+    done: Option<std::thread::JoinHandle<std::result::Result<Vec<u8>, String>>>,
+}
+
+impl<R: Columnar> TextThread<R> {
+    fn start(mut builder: PartTextBuilder) -> std::result::Result<Self, String> {
+        let (chunks, chunk_rx) = std::sync::mpsc::sync_channel::<Vec<Arc<R>>>(2);
+        let done = std::thread::Builder::new()
+            .name("skein-part-text".into())
+            .spawn(move || {
+                for chunk in chunk_rx {
+                    for r in &chunk {
+                        // On an error the rest is not read: the sender sees
+                        // the channel closed and asks `finish` why.
+                        builder.push(&**r).map_err(|e| e.to_string())?;
+                    }
+                }
+                builder.finish().map_err(|e| e.to_string())
+            })
+            .map_err(|e| format!("start the part's text index thread: {e}"))?;
+        Ok(TextThread {
+            chunks: Some(chunks),
+            done: Some(done),
+        })
+    }
+
+    /// Hands rows to the thread; `false` when it stopped (an error).
+    fn send(&self, chunk: Vec<Arc<R>>) -> bool {
+        self.chunks.as_ref().is_some_and(|c| c.send(chunk).is_ok())
+    }
+
+    /// The index's bytes, once every row sent is indexed.
+    fn finish(mut self) -> std::result::Result<Vec<u8>, String> {
+        self.chunks = None;
+        match self.done.take().map(|h| h.join()) {
+            Some(Ok(out)) => out,
+            Some(Err(_)) => Err("the text index thread panicked".into()),
+            None => Err("the text index thread is gone".into()),
+        }
+    }
+}
+
+impl<R> Drop for TextThread<R> {
+    fn drop(&mut self) {
+        // A part abandoned midway: let the thread end, and wait for it.
+        self.chunks = None;
+        if let Some(h) = self.done.take() {
+            let _ = h.join();
+        }
+    }
 }
 
 impl<R: Columnar> Converter<R> {
