@@ -57,8 +57,9 @@ fn readiness(ready: Result<Vec<skein_engine::Fault>, NotReady>) -> (StatusCode, 
 /// engine; the home space's callers see the home engine and how many
 /// tenant spaces are open).
 async fn metrics(State(app): State<Arc<App>>, tenant: Tenant) -> Response {
-    let space = app.spaces().into_iter().find(|s| s.tenant == tenant);
-    let stats = match &space {
+    let spaces = app.spaces();
+    let space = spaces.iter().find(|s| s.tenant == tenant);
+    let stats = match space {
         Some(s) => {
             let e = s.engine.clone();
             tokio::task::spawn_blocking(move || e.stats()).await.ok()
@@ -69,10 +70,10 @@ async fn metrics(State(app): State<Arc<App>>, tenant: Tenant) -> Response {
         stats.as_ref(),
         app.admission.in_flight_bytes(),
         app.admission.max_bytes(),
-        space.as_ref().map_or(0, |s| s.sql_running()),
+        space.map_or(0, |s| s.sql_running()),
     );
     if tenant == Tenant::HOME {
-        let open = app.spaces().iter().filter(|s| s.tenant != Tenant::HOME).count();
+        let open = spaces.iter().filter(|s| s.tenant != Tenant::HOME).count();
         text.push_str(&format!(
             "# HELP skein_tenants_open Tenant spaces open (each its own engine).\n# TYPE skein_tenants_open gauge\nskein_tenants_open {open}\n"
         ));

@@ -325,39 +325,24 @@ fn a_tenant_token_reads_and_writes_its_tenant_only() {
 
     // The gateway's header chooses for a token without a tenant; a
     // tenant's token may only repeat its own.
-    let r = c
-        .get(format!("{api}/api/v1/services?last=1h"))
-        .bearer_auth("gateway-secret")
-        .header("X-Scope-OrgID", "beta")
-        .send()
-        .unwrap();
+    let services_as = |token: &str, tenant: &str| {
+        c.get(format!("{api}/api/v1/services?last=1h"))
+            .bearer_auth(token)
+            .header("X-Scope-OrgID", tenant)
+            .send()
+            .unwrap()
+    };
+    let r = services_as("gateway-secret", "beta");
     assert_eq!(r.status(), 200);
     only("beta", "services through the gateway", &r.json().unwrap());
-    let r = c
-        .get(format!("{api}/api/v1/services?last=1h"))
-        .bearer_auth("acme-secret")
-        .header("X-Scope-OrgID", "beta")
-        .send()
-        .unwrap();
+    let r = services_as("acme-secret", "beta");
     assert_eq!(r.status(), 403);
     assert!(r.text().unwrap().contains("for tenant acme"));
-    let r = c
-        .get(format!("{api}/api/v1/services?last=1h"))
-        .bearer_auth("gateway-secret")
-        .header("X-Scope-OrgID", "../etc")
-        .send()
-        .unwrap();
-    assert_eq!(r.status(), 400);
+    assert_eq!(services_as("gateway-secret", "../etc").status(), 400);
     let denied = grpc_span(&s, "acme-secret", Some("beta"), "x", t0).unwrap_err();
     assert_eq!(denied.code(), tonic::Code::PermissionDenied);
     grpc_span(&s, "gateway-secret", Some("gamma"), "gamma-svc", t0).unwrap();
-    let r = c
-        .get(format!("{api}/api/v1/services?last=1h"))
-        .bearer_auth("gateway-secret")
-        .header("X-Scope-OrgID", "gamma")
-        .send()
-        .unwrap();
-    let gamma = r.text().unwrap();
+    let gamma = services_as("gateway-secret", "gamma").text().unwrap();
     assert!(
         gamma.contains("gamma-svc") && !gamma.contains("acme") && !gamma.contains("beta"),
         "{gamma}"

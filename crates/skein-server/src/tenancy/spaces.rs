@@ -98,16 +98,20 @@ impl Spaces {
         };
         let template = self.template.get()?;
         let cell = self.tenants.lock().entry(id.clone()).or_default().clone();
-        let options = tenant_options(template, id, self.retention.get(id));
-        let id = id.clone();
+        // The options are made only for the first request (every later one
+        // finds the space open).
         let opened = cell
-            .get_or_try_init(|| async move {
-                let engine = tokio::task::spawn_blocking(move || Engine::open(options))
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .map_err(|e| format!("opening tenant {id}: {e}"))?;
-                tracing::info!("tenant {id}: opened");
-                Ok(Arc::new(Space::new(Tenant(Some(id)), Arc::new(engine))))
+            .get_or_try_init(|| {
+                let options = tenant_options(template, id, self.retention.get(id));
+                let id = id.clone();
+                async move {
+                    let engine = tokio::task::spawn_blocking(move || Engine::open(options))
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .map_err(|e| format!("opening tenant {id}: {e}"))?;
+                    tracing::info!("tenant {id}: opened");
+                    Ok(Arc::new(Space::new(Tenant(Some(id)), Arc::new(engine))))
+                }
             })
             .await;
         Some(opened.cloned())
