@@ -48,6 +48,13 @@ impl Envelope {
 
     /// Checks a file and returns its decompressed body.
     pub fn open(&self, bytes: &[u8]) -> Result<Vec<u8>> {
+        self.open_since(bytes, self.version).map(|(_, body)| body)
+    }
+
+    /// Checks a file written at any version from `oldest` to the current
+    /// one, and returns that version and the decompressed body (a format
+    /// whose older bodies are still read: the caller decodes by version).
+    pub fn open_since(&self, bytes: &[u8], oldest: u32) -> Result<(u32, Vec<u8>)> {
         let bad = |detail: String| Error::corrupt(self.what, detail);
         let Some((header, body)) = bytes.split_first_chunk::<{ Self::HEADER_LEN }>() else {
             return Err(bad(format!("{} bytes is too short for the header", bytes.len())));
@@ -58,14 +65,20 @@ impl Envelope {
         }
         let (version, crc) = rest.split_at(4);
         let version = u32::from_le_bytes(version.try_into().map_err(|_| bad("short header".into()))?);
-        if version != self.version {
-            return Err(bad(format!("version {version} (expected {})", self.version)));
+        if !(oldest..=self.version).contains(&version) {
+            let expected = if oldest == self.version {
+                self.version.to_string()
+            } else {
+                format!("{oldest} to {}", self.version)
+            };
+            return Err(bad(format!("version {version} (expected {expected})")));
         }
         let crc = u32::from_le_bytes(crc.try_into().map_err(|_| bad("short header".into()))?);
         if crc32fast::hash(body) != crc {
             return Err(bad("checksum mismatch".into()));
         }
-        zstd_decompress(body, self.max_body).map_err(|e| bad(e.to_string()))
+        let body = zstd_decompress(body, self.max_body).map_err(|e| bad(e.to_string()))?;
+        Ok((version, body))
     }
 }
 
@@ -136,6 +149,25 @@ mod tests {
         let big = TEST.seal(&vec![0u8; (1 << 20) + 1], 1).unwrap();
         assert!(err(&big).contains("more than"), "{}", err(&big));
         assert!(err(&damaged).starts_with("corrupt test file: "), "{}", err(&damaged));
+    }
+
+    #[test]
+    fn older_versions_open_when_the_caller_still_reads_them() {
+        let old = Envelope { version: 2, ..TEST }.seal(b"old body", 3).unwrap();
+        assert_eq!(TEST.open_since(&old, 2).unwrap(), (2, b"old body".to_vec()));
+        assert!(
+            TEST.open(&old)
+                .unwrap_err()
+                .to_string()
+                .contains("version 2 (expected 3)")
+        );
+        let older = Envelope { version: 1, ..TEST }.seal(b"x", 3).unwrap();
+        let err = TEST.open_since(&older, 2).unwrap_err().to_string();
+        assert!(err.contains("version 1 (expected 2 to 3)"), "{err}");
+        assert_eq!(
+            TEST.open_since(&TEST.seal(b"now", 3).unwrap(), 2).unwrap(),
+            (3, b"now".to_vec())
+        );
     }
 
     /// Regression (found by fuzz/part_index, input `[0x0a]`: an empty body

@@ -207,3 +207,65 @@ fn matching_records_leave_every_answer_at_once() {
     assert_eq!(receipt.counts.spans, PARTS as u64 * 5);
     assert_eq!(receipt.files_rewritten.len(), PARTS as usize * 2, "{receipt:?}");
 }
+
+/// The packs' bytes on disk, all of them one after another.
+fn pack_bytes(dir: &Path) -> Vec<u8> {
+    let mut all = Vec::new();
+    for f in std::fs::read_dir(dir.join("parts/payloads")).unwrap() {
+        all.extend(std::fs::read(f.unwrap().path()).unwrap());
+    }
+    all
+}
+
+/// A pack's zstd dictionary is trained on its payloads, so it holds their
+/// most repeated text in the clear. Rewriting the pack without the erased
+/// payloads trains it anew from those kept: no byte of the erased text is
+/// left on disk. (Carrying the old dictionary over fails this.)
+#[test]
+fn erased_text_leaves_no_trace_in_a_pack_dictionary() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(opts(dir.path())).unwrap();
+    let secret = "the private medical history of patient u123 ";
+    let system: String = (0..60)
+        .map(|k| {
+            format!(
+                "Rule {k}: check tool {} before answering about topic {}. ",
+                k * 37 % 101,
+                k * k % 97
+            )
+        })
+        .collect();
+    let prompts = |trace: u128, user: &str, extra: &str| -> Vec<Span> {
+        let mut s = spans(trace, user, 120);
+        for (i, span) in s.iter_mut().enumerate() {
+            span.attributes[1].value = AnyValue::Str(format!("{system}{}turn {i} of {user}", extra.repeat(8)));
+        }
+        s
+    };
+    e.ingest_spans([prompts(1, "u123", secret), prompts(2, "u999", "")].concat())
+        .unwrap();
+    e.flush().unwrap();
+    let find = |hay: &[u8]| hay.windows(secret.len()).any(|w| w == secret.as_bytes());
+    assert!(
+        find(&pack_bytes(dir.path())),
+        "the pack's dictionary holds the repeated text in the clear"
+    );
+    let receipt = e
+        .erase(ErasureCriteria {
+            attributes: [("user.id".to_string(), "u123".to_string())].into(),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(receipt.payloads_removed, 120, "{receipt:?}");
+    assert!(!find(&pack_bytes(dir.path())), "erased text is still in a pack");
+    // What the other user's spans refer to reads back whole.
+    let kept = e.get_trace(TraceId::from_u128(2)).unwrap().spans;
+    assert_eq!(kept.len(), 120);
+    for s in &kept {
+        let inlined = e.inline_payloads(&**s).unwrap();
+        let AnyValue::Str(prompt) = &inlined.attributes[1].value else {
+            panic!("{:?}", inlined.attributes[1])
+        };
+        assert!(prompt.starts_with(&system) && prompt.contains("of u999"), "{prompt}");
+    }
+}

@@ -254,10 +254,14 @@ fn check_parquet(src: Arc<dyn ObjectSource>, is_part: bool) -> std::result::Resu
 
 /// The index's checksum, then every payload against its name.
 fn check_pack(src: &dyn ObjectSource, name: &str) -> std::result::Result<usize, String> {
-    let entries = pack::read_index(src, name).map_err(|e| e.to_string())?;
-    for e in &entries {
-        let blob = pack::read_blob(src, e, name).map_err(|e| e.to_string())?;
-        blob.decompress(name).map_err(|e| e.to_string())?;
+    let index = pack::read_index(src, name).map_err(|e| e.to_string())?;
+    let dictionary = index
+        .dictionary
+        .map(|at| pack::read_dictionary(src, at, name))
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    for e in &index.entries {
+        pack::read_payload(src, e, dictionary.as_ref(), name).map_err(|e| e.to_string())?;
     }
-    Ok(entries.len())
+    Ok(index.entries.len())
 }

@@ -1017,10 +1017,7 @@ impl Inner {
     fn payload_in(&self, tiers: &[Arc<Tier>], id: &PayloadRef) -> Result<Option<Vec<u8>>> {
         let read = match tiers.iter().find_map(|t| t.payloads.read().blobs.get(id).cloned()) {
             Some(blob) => blob.decompress("the hot tier").map(Some),
-            None => self
-                .payloads
-                .blob(id)
-                .and_then(|found| found.map(|(blob, pack)| blob.decompress(&pack)).transpose()),
+            None => self.payloads.read(id),
         };
         self.note_payload_damage(read)
     }

@@ -139,8 +139,7 @@ pub struct Blob {
     pub zstd: Arc<[u8]>,
 }
 
-/// zstd level of payloads: they are written once and read rarely.
-const PAYLOAD_ZSTD_LEVEL: i32 = 3;
+use pack::PAYLOAD_ZSTD_LEVEL;
 
 /// The largest payload accepted (the WAL frame limit bounds a batch anyway).
 pub const MAX_PAYLOAD_BYTES: u64 = 64 << 20;
@@ -176,8 +175,14 @@ impl Blob {
     /// bytes do not hash to it is an error naming it and `place`, never
     /// returned as valid.
     pub fn decompress(&self, place: &str) -> Result<Vec<u8>> {
-        let raw = decompress_exact(&self.zstd, self.raw_len as usize)
-            .map_err(|e| Error::corrupt(format!("payload {} in {place}", self.id), e.to_string()))?;
+        let raw = checked_len(self.raw_len).and_then(|len| decompress_exact(&self.zstd, len));
+        self.check(raw, place)
+    }
+
+    /// `raw`, the outcome of decompressing this blob, if it is the
+    /// payload's bytes; otherwise an error naming the payload and `place`.
+    fn check(&self, raw: std::io::Result<Vec<u8>>, place: &str) -> Result<Vec<u8>> {
+        let raw = raw.map_err(|e| Error::corrupt(format!("payload {} in {place}", self.id), e.to_string()))?;
         if raw.len() as u64 != self.raw_len || PayloadRef::of(&raw) != self.id {
             return Err(Error::corrupt(
                 format!("payload {} in {place}", self.id),
@@ -188,18 +193,24 @@ impl Blob {
     }
 }
 
-/// Decompresses a payload of exactly `len` bytes (its declared size, which
-/// bounds the allocation), with one context per thread.
-fn decompress_exact(bytes: &[u8], len: usize) -> std::io::Result<Vec<u8>> {
-    thread_local! {
-        static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
-            const { std::cell::RefCell::new(None) };
-    }
-    if len as u64 > MAX_PAYLOAD_BYTES {
+/// A payload's declared size, if a payload may be that big (it bounds the
+/// allocation of decompressing it).
+fn checked_len(len: u64) -> std::io::Result<usize> {
+    if len > MAX_PAYLOAD_BYTES {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             format!("declares {len} bytes, more than a payload may hold"),
         ));
+    }
+    Ok(len as usize)
+}
+
+/// Decompresses a payload of exactly `len` bytes with one context per
+/// thread.
+fn decompress_exact(bytes: &[u8], len: usize) -> std::io::Result<Vec<u8>> {
+    thread_local! {
+        static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
     }
     DECOMPRESSOR.with(|d| {
         let mut d = d.borrow_mut();

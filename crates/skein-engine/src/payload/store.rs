@@ -1,14 +1,15 @@
 //! The packs of a data directory and the resident index over them:
 //! reference → (pack, offset, length). Memory is O(payloads): about 100
-//! bytes each, never their bytes.
+//! bytes each, never their bytes; and the dictionaries of the few packs
+//! read last.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
 
-use super::pack::{self, PackEntry};
+use super::pack::{self, Dictionary, PackEntry, PackIndex, PackInput};
 use super::{Blob, PayloadRef};
 use crate::error::Result;
 use crate::hash::FastMap;
@@ -29,7 +30,14 @@ pub struct PayloadStats {
 struct Pack {
     id: u64,
     src: Arc<dyn ObjectSource>,
+    /// Where its dictionary lies, if it has one.
+    dictionary: Option<(u64, u32)>,
 }
+
+/// Dictionaries kept ready to decompress with: those of the packs read
+/// last (a pack's is 64 KiB at most, so memory stays bounded however many
+/// packs there are).
+const CACHED_DICTIONARIES: usize = 8;
 
 #[derive(Default)]
 struct Index {
@@ -54,6 +62,8 @@ pub struct PayloadStore {
     store: Arc<dyn PartStore>,
     index: RwLock<Index>,
     next_pack: AtomicU64,
+    /// (pack id, its dictionary), the most recently used last.
+    dictionaries: Mutex<Vec<(u64, Arc<Dictionary>)>>,
 }
 
 impl PayloadStore {
@@ -70,13 +80,14 @@ impl PayloadStore {
             };
             max_id = max_id.max(id);
             let src = store.open(&name)?;
-            let entries = pack::read_index(&*src, &store.describe(&name))?;
-            index.add(Pack { id, src }, entries);
+            let read = pack::read_index(&*src, &store.describe(&name))?;
+            index.add(src, id, read);
         }
         Ok(PayloadStore {
             store,
             index: RwLock::new(index),
             next_pack: AtomicU64::new(max_id + 1),
+            dictionaries: Mutex::new(Vec::new()),
         })
     }
 
@@ -102,15 +113,15 @@ impl PayloadStore {
         for id in new {
             let name = &listed[&id];
             let src = self.store.open(name)?;
-            let entries = pack::read_index(&*src, &self.store.describe(name))?;
-            opened.push((Pack { id, src }, entries));
+            let read = pack::read_index(&*src, &self.store.describe(name))?;
+            opened.push((src, id, read));
         }
         let mut ix = self.index.write();
         for id in gone {
             ix.remove_pack(id);
         }
-        for (pack, entries) in opened {
-            ix.add(pack, entries);
+        for (src, id, read) in opened {
+            ix.add(src, id, read);
         }
         Ok(())
     }
@@ -119,9 +130,10 @@ impl PayloadStore {
         self.index.read().entries.contains_key(id)
     }
 
-    /// A stored payload's compressed bytes, or `None` if it is not here.
-    pub fn blob(&self, id: &PayloadRef) -> Result<Option<(Blob, String)>> {
-        let (src, entry, pack_id) = {
+    /// A stored payload's bytes, checked against its name, or `None` if it
+    /// is not here.
+    pub fn read(&self, id: &PayloadRef) -> Result<Option<Vec<u8>>> {
+        let (src, entry, pack_id, dictionary) = {
             let ix = self.index.read();
             let Some((pack_id, entry)) = ix.entries.get(id) else {
                 return Ok(None);
@@ -129,10 +141,35 @@ impl PayloadStore {
             let Some(pack) = ix.packs.get(pack_id) else {
                 return Ok(None);
             };
-            (pack.src.clone(), *entry, pack.id)
+            (pack.src.clone(), *entry, pack.id, pack.dictionary)
         };
         let what = self.store.describe(&pack::pack_name(pack_id));
-        Ok(Some((pack::read_blob(&*src, &entry, &what)?, what)))
+        let dictionary = match dictionary {
+            Some(at) => Some(self.dictionary(pack_id, &*src, at, &what)?),
+            None => None,
+        };
+        pack::read_payload(&*src, &entry, dictionary.as_deref(), &what).map(Some)
+    }
+
+    /// Pack `id`'s dictionary, from the cache or read at `at`.
+    fn dictionary(&self, id: u64, src: &dyn ObjectSource, at: (u64, u32), what: &str) -> Result<Arc<Dictionary>> {
+        let cached = {
+            let mut cache = self.dictionaries.lock();
+            let found = cache.iter().position(|(p, _)| *p == id).map(|i| cache.remove(i));
+            found.inspect(|hit| cache.push(hit.clone()))
+        };
+        if let Some((_, d)) = cached {
+            return Ok(d);
+        }
+        let d = Arc::new(pack::read_dictionary(src, at, what)?);
+        let mut cache = self.dictionaries.lock();
+        if !cache.iter().any(|(p, _)| *p == id) {
+            if cache.len() == CACHED_DICTIONARIES {
+                cache.remove(0);
+            }
+            cache.push((id, d.clone()));
+        }
+        Ok(d)
     }
 
     /// Writes the blobs not stored yet as one pack, durably, then makes
@@ -151,15 +188,16 @@ impl PayloadStore {
         if new.is_empty() {
             return Ok(0);
         }
+        let inputs: Vec<PackInput> = new.iter().map(|b| PackInput::from(*b)).collect();
+        let (bytes, index) = pack::encode(&inputs, &|i| new[i].decompress("the hot tier"))?;
         let id = self.next_pack.fetch_add(1, Ordering::SeqCst);
         let name = pack::pack_name(id);
-        let (bytes, entries) = pack::encode(&new)?;
         // Committed (fsynced and renamed into place) before anything that
         // refers to these payloads is written or any WAL record carrying
         // them is deleted.
         self.store.put(&name, &bytes)?;
         let src = self.store.open(&name)?;
-        self.index.write().add(Pack { id, src }, entries);
+        self.index.write().add(src, id, index);
         Ok(new.len())
     }
 
@@ -194,11 +232,11 @@ impl PayloadStore {
     /// pack is committed before the old one is deleted; a crash between
     /// leaves both, and the next open indexes a payload from either.
     pub fn compact_pack(&self, id: u64, force: bool, report: &mut GcReport) -> Result<()> {
-        let (src, live, len) = {
+        let (src, dictionary, live, len) = {
             let ix = self.index.read();
             let Some(pack) = ix.packs.get(&id) else { return Ok(()) };
             let live: Vec<PackEntry> = ix.entries.values().filter(|(p, _)| *p == id).map(|(_, e)| *e).collect();
-            (pack.src.clone(), live, pack.src.len())
+            (pack.src.clone(), pack.dictionary, live, pack.src.len())
         };
         let live_bytes: u64 = live.iter().map(|e| e.zlen as u64).sum();
         if !live.is_empty() && live_bytes * 2 > len && !force {
@@ -208,13 +246,25 @@ impl PayloadStore {
         let what = self.store.describe(&name);
         let mut written = 0;
         if !live.is_empty() {
-            let blobs: Vec<Blob> = live
+            // The new pack trains its own dictionary from the payloads it
+            // keeps: nothing of a dropped payload stays in it.
+            let dictionary = match dictionary {
+                Some(at) => Some(pack::read_dictionary(&*src, at, &what)?),
+                None => None,
+            };
+            let inputs: Vec<PackInput> = live
                 .iter()
-                .map(|e| pack::read_blob(&*src, e, &what))
-                .collect::<Result<_>>()?;
+                .map(|e| PackInput {
+                    id: e.id,
+                    raw_len: e.raw_len,
+                    alone: None,
+                })
+                .collect();
+            let (bytes, index) = pack::encode(&inputs, &|i| {
+                pack::read_payload(&*src, &live[i], dictionary.as_ref(), &what)
+            })?;
             let new_id = self.next_pack.fetch_add(1, Ordering::SeqCst);
             let new_name = pack::pack_name(new_id);
-            let (bytes, entries) = pack::encode(&blobs.iter().collect::<Vec<_>>())?;
             self.store.put(&new_name, &bytes)?;
             written = bytes.len() as u64;
             let new_src = self.store.open(&new_name)?;
@@ -224,10 +274,11 @@ impl PayloadStore {
                 Pack {
                     id: new_id,
                     src: new_src,
+                    dictionary: index.dictionary,
                 },
             );
             ix.stats.payload_packs += 1;
-            for e in entries {
+            for e in index.entries {
                 // Moved: only entries still in the old pack (a payload
                 // forgotten meanwhile stays forgotten).
                 if let Some(slot) = ix.entries.get_mut(&e.id)
@@ -276,11 +327,17 @@ impl Index {
         });
     }
 
-    fn add(&mut self, pack: Pack, entries: Vec<PackEntry>) {
-        let id = pack.id;
-        self.packs.insert(id, pack);
+    fn add(&mut self, src: Arc<dyn ObjectSource>, id: u64, index: PackIndex) {
+        self.packs.insert(
+            id,
+            Pack {
+                id,
+                src,
+                dictionary: index.dictionary,
+            },
+        );
         self.stats.payload_packs += 1;
-        for e in entries {
+        for e in index.entries {
             if let std::collections::hash_map::Entry::Vacant(v) = self.entries.entry(e.id) {
                 v.insert((id, e));
                 self.stats.payloads += 1;
@@ -312,9 +369,8 @@ mod tests {
         let st = s.stats();
         assert_eq!((st.payloads, st.payload_logical_bytes), (2, 5006));
         assert_eq!(st.payload_bytes, (a.zstd.len() + b.zstd.len()) as u64);
-        let (got, _) = s.blob(&a.id).unwrap().unwrap();
-        assert_eq!(got.decompress("x").unwrap(), vec![1u8; 5000]);
-        assert!(s.blob(&PayloadRef::of(b"never")).unwrap().is_none());
+        assert_eq!(s.read(&a.id).unwrap().unwrap(), vec![1u8; 5000]);
+        assert!(s.read(&PayloadRef::of(b"never")).unwrap().is_none());
         // New packs do not reuse an id.
         s.write_pack([&blob(b"third")]).unwrap();
         assert_eq!(PayloadStore::open(open_store()).unwrap().stats().payload_packs, 2);
