@@ -139,7 +139,10 @@ pub struct Blob {
     pub zstd: Arc<[u8]>,
 }
 
-use pack::PAYLOAD_ZSTD_LEVEL;
+/// zstd level of a payload as it arrives (in the WAL and the hot tier):
+/// the fastest, since a pack compresses it again at flush, against the
+/// pack's dictionary when it has one.
+const ARRIVAL_ZSTD_LEVEL: i32 = 1;
 
 /// The largest payload accepted (the WAL frame limit bounds a batch anyway).
 pub const MAX_PAYLOAD_BYTES: u64 = 64 << 20;
@@ -156,11 +159,11 @@ impl Blob {
             .with(|c| {
                 let mut c = c.borrow_mut();
                 if c.is_none() {
-                    *c = Some(zstd::bulk::Compressor::new(PAYLOAD_ZSTD_LEVEL)?);
+                    *c = Some(zstd::bulk::Compressor::new(ARRIVAL_ZSTD_LEVEL)?);
                 }
                 match c.as_mut() {
                     Some(c) => c.compress(bytes),
-                    None => zstd::bulk::compress(bytes, PAYLOAD_ZSTD_LEVEL),
+                    None => zstd::bulk::compress(bytes, ARRIVAL_ZSTD_LEVEL),
                 }
             })
             .map_err(|e| Error::io("compress payload", e))?;
