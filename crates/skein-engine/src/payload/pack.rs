@@ -157,9 +157,9 @@ fn encode_with(
         match (&mut compressor, input.alone) {
             (Some(c), _) => out.extend_from_slice(&c.compress(&raw(i)?).map_err(compress_err)?),
             (None, Some(alone)) => out.extend_from_slice(alone),
-            (None, None) => out.extend_from_slice(
-                &zstd::bulk::compress(&raw(i)?, PAYLOAD_ZSTD_LEVEL).map_err(compress_err)?,
-            ),
+            (None, None) => {
+                out.extend_from_slice(&zstd::bulk::compress(&raw(i)?, PAYLOAD_ZSTD_LEVEL).map_err(compress_err)?)
+            }
         }
         index.entries.push(PackEntry {
             id: input.id,
