@@ -319,3 +319,130 @@ proptest! {
         prop_assert_eq!(got, want);
     }
 }
+
+/// Gauges `g{job, instance}` of value 1 at time 0, from `(job, instance)`.
+fn gauges(pairs: &[(&str, &str)]) -> Mem {
+    Mem(pairs
+        .iter()
+        .map(|(job, instance)| series(&[("__name__", "g"), ("job", job), ("instance", instance)], &[(0, 1.0)]))
+        .collect())
+}
+
+/// An instant vector's labels, in the order of the answer.
+fn ordered(src: &Mem, q: &str) -> Vec<Labels> {
+    match instant(src, q, 0).unwrap() {
+        Value::Vector(v) => v.into_iter().map(|s| s.labels).collect(),
+        other => panic!("{q}: not a vector: {other:?}"),
+    }
+}
+
+#[test]
+fn limitk_keeps_the_first_k_series_of_each_group_in_label_order() {
+    let src = gauges(&[("a", "h3"), ("a", "h1"), ("b", "h9"), ("a", "h2")]);
+    let g = |job: &str, instance: &str| l(&[("__name__", "g"), ("instance", instance), ("job", job)]);
+    let got = vector(&src, "limitk by (job) (2, g)", 0);
+    let want = vec![g("a", "h1"), g("a", "h2"), g("b", "h9")];
+    assert_eq!(got.iter().map(|(l, _)| l.clone()).collect::<Vec<_>>(), want);
+    assert!(got.iter().all(|(_, v)| *v == 1.0));
+    assert_eq!(vector(&src, "limitk(1, g)", 0).len(), 1);
+    assert_eq!(vector(&src, "limitk(1, g)", 0)[0].0, g("a", "h1"));
+    assert_eq!(vector(&src, "limitk(10, g)", 0).len(), 4);
+    assert!(vector(&src, "limitk(0, g)", 0).is_empty());
+}
+
+#[test]
+fn limit_ratio_splits_series_in_two_by_their_labels() {
+    let pairs: Vec<(String, String)> = (0..400).map(|i| (format!("j{}", i % 7), format!("h{i}"))).collect();
+    let refs: Vec<(&str, &str)> = pairs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let src = gauges(&refs);
+    let set = |q: &str| -> std::collections::BTreeSet<Labels> { ordered(&src, q).into_iter().collect() };
+    let (kept, rest) = (set("limit_ratio(0.3, g)"), set("limit_ratio(-0.7, g)"));
+    assert!(kept.is_disjoint(&rest));
+    assert_eq!(kept.len() + rest.len(), 400);
+    assert!((80..160).contains(&kept.len()), "{} of 400 kept at 0.3", kept.len());
+    // The same series whatever the grouping, and a larger ratio keeps more.
+    assert_eq!(set("limit_ratio by (job) (0.3, g)"), kept);
+    assert!(kept.is_subset(&set("limit_ratio(0.6, g)")));
+    assert_eq!(set("limit_ratio(1, g)").len(), 400);
+    assert_eq!(set("limit_ratio(5, g)").len(), 400);
+    assert!(set("limit_ratio(0, g)").is_empty());
+    assert!(set("limit_ratio(-1, g)").len() == 400);
+    let err = instant(&src, "limit_ratio(NaN, g)", 0).unwrap_err();
+    assert!(err.to_string().contains("NaN"), "{err}");
+}
+
+#[test]
+fn sort_by_label_orders_numbers_within_values_as_numbers() {
+    let src = gauges(&[("b", "h10"), ("a", "h9"), ("b", "h1"), ("a", "h10"), ("c", "")]);
+    let instances = |q: &str| -> Vec<(String, String)> {
+        ordered(&src, q)
+            .into_iter()
+            .map(|l| {
+                (
+                    l.get("job").unwrap_or("").to_string(),
+                    l.get("instance").unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    };
+    let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    };
+    // Ties on the instance fall back to the whole label set; a missing
+    // label sorts as the empty value, first.
+    assert_eq!(
+        instances("sort_by_label(g, \"instance\")"),
+        pairs(&[("c", ""), ("b", "h1"), ("a", "h9"), ("a", "h10"), ("b", "h10")])
+    );
+    assert_eq!(
+        instances("sort_by_label(g, \"job\", \"instance\")"),
+        pairs(&[("a", "h9"), ("a", "h10"), ("b", "h1"), ("b", "h10"), ("c", "")])
+    );
+    assert_eq!(
+        instances("sort_by_label_desc(g, \"job\", \"instance\")"),
+        pairs(&[("c", ""), ("b", "h10"), ("b", "h1"), ("a", "h10"), ("a", "h9")])
+    );
+}
+
+#[test]
+fn natural_order_is_total_and_reads_numbers_as_numbers() {
+    use crate::eval::funcs::natural_cmp;
+    use std::cmp::Ordering::*;
+    assert_eq!(natural_cmp("h9", "h10"), Less);
+    assert_eq!(natural_cmp("a", "a1"), Less);
+    assert_eq!(natural_cmp("1a", "a1"), Less);
+    assert_eq!(natural_cmp("v1.10.0", "v1.9.3"), Greater);
+    assert_eq!(natural_cmp("99999999999999999999999", "100000000000000000000000"), Less);
+    // What natsort cannot tell apart, the string order decides.
+    assert_eq!(natural_cmp("01", "1"), Less);
+    assert_eq!(natural_cmp("", "x"), Less);
+    assert_eq!(natural_cmp("x", "x"), Equal);
+}
+
+proptest! {
+    /// A total order: antisymmetric and transitive on any strings (a sort
+    /// with a comparator that is not may panic).
+    #[test]
+    fn natural_order_is_a_total_order(mut v in prop::collection::vec("[a-c0-2]{0,5}", 0..40)) {
+        use crate::eval::funcs::natural_cmp;
+        for a in &v {
+            for b in &v {
+                prop_assert_eq!(natural_cmp(a, b), natural_cmp(b, a).reverse());
+                prop_assert_eq!(natural_cmp(a, b).is_eq(), a == b);
+            }
+        }
+        v.sort_by(|a, b| natural_cmp(a, b));
+        for w in v.windows(2) {
+            prop_assert!(natural_cmp(&w[0], &w[1]).is_le());
+        }
+        for a in &v {
+            for b in &v {
+                for c in &v {
+                    if natural_cmp(a, b).is_le() && natural_cmp(b, c).is_le() {
+                        prop_assert!(natural_cmp(a, c).is_le(), "{a:?} {b:?} {c:?}");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -158,6 +158,25 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, c: &Call, t: i64) -> Result<Value, Er
             let v = ev.eval_vector(a, t)?;
             Ok(Value::Vector(map_drop(v, |_| t as f64 / 1000.0)))
         }
+        "sort_by_label" | "sort_by_label_desc" => {
+            let mut v = ev.eval_vector(arg(0)?, t)?;
+            let mut by = Vec::with_capacity(args.len() - 1);
+            for i in 1..args.len() {
+                by.push(ev.eval_string(arg(i)?, t)?);
+            }
+            // By each label in turn (a missing label is ""), numbers
+            // within values compared as numbers; ties by the whole label
+            // set, so the order is total.
+            v.sort_by(|a, b| {
+                let o = by
+                    .iter()
+                    .map(|n| natural_cmp(a.labels.get(n).unwrap_or(""), b.labels.get(n).unwrap_or("")))
+                    .find(|o| o.is_ne())
+                    .unwrap_or_else(|| a.labels.cmp(&b.labels));
+                if name == "sort_by_label" { o } else { o.reverse() }
+            });
+            Ok(Value::Vector(v))
+        }
         "sort" | "sort_desc" => {
             let mut v = ev.eval_vector(arg(0)?, t)?;
             // NaNs last either way, as Prometheus sorts them.
@@ -793,6 +812,24 @@ fn group_labels(l: &Labels, m: Option<&LabelModifier>) -> Labels {
     }
 }
 
+/// Whether `limit_ratio(ratio, …)` keeps the series `labels`, as
+/// Prometheus decides it: the series' place in [0, 1), the XXH64 of its
+/// labels (`Labels.Hash`: each name and value followed by a 0xff byte)
+/// over 2⁶⁴, is below `ratio`, or for a negative ratio at least `1 +
+/// ratio`. So `limit_ratio(r, v)` and `limit_ratio(-(1 - r), v)` split
+/// `v` in two, and a series is kept or not at every step alike.
+pub(crate) fn keeps_in_ratio(ratio: f64, labels: &Labels) -> bool {
+    let mut bytes = Vec::new();
+    for (name, value) in &labels.0 {
+        bytes.extend_from_slice(name.as_bytes());
+        bytes.push(0xff);
+        bytes.extend_from_slice(value.as_bytes());
+        bytes.push(0xff);
+    }
+    let offset = xxhash_rust::xxh64::xxh64(&bytes, 0) as f64 / u64::MAX as f64;
+    (ratio >= 0.0 && offset < ratio) || (ratio < 0.0 && offset >= 1.0 + ratio)
+}
+
 struct Group {
     labels: Labels,
     value: f64,
@@ -847,11 +884,13 @@ pub(crate) fn aggregate(
             | token::T_QUANTILE
             | token::T_TOPK
             | token::T_BOTTOMK
+            | token::T_LIMITK
+            | token::T_LIMIT_RATIO
     ) {
         return Err(Error::BadData("this aggregation is not supported by Skein yet".into()));
     }
     let k = match (&param, id) {
-        (Param::Num(k), token::T_TOPK | token::T_BOTTOMK) => {
+        (Param::Num(k), token::T_TOPK | token::T_BOTTOMK | token::T_LIMITK) => {
             if k.is_nan() || *k < 1.0 {
                 return Ok(Vec::new());
             }
@@ -859,6 +898,18 @@ pub(crate) fn aggregate(
         }
         _ => 0,
     };
+    if id == token::T_LIMIT_RATIO {
+        let Param::Num(ratio) = param else {
+            return Err(Error::BadData("limit_ratio needs a number".into()));
+        };
+        if ratio.is_nan() {
+            return Err(Error::BadData("Ratio value is NaN".into()));
+        }
+        // Grouping cannot change which series a ratio keeps: each is kept
+        // or not by its own labels.
+        let ratio = ratio.clamp(-1.0, 1.0);
+        return Ok(v.into_iter().filter(|s| keeps_in_ratio(ratio, &s.labels)).collect());
+    }
     let mut groups: Vec<Group> = Vec::new();
     let mut index: HashMap<Labels, usize> = HashMap::new();
     for s in v {
@@ -906,6 +957,8 @@ pub(crate) fn aggregate(
             }
             token::T_QUANTILE => gr.values.push(x),
             token::T_TOPK | token::T_BOTTOMK => gr.samples.push(s),
+            // The first k of the input, in its order.
+            token::T_LIMITK if gr.samples.len() < k => gr.samples.push(s),
             _ => {}
         }
     }
@@ -942,6 +995,10 @@ pub(crate) fn aggregate(
                 out.extend(g.samples.into_iter().take(k));
                 continue;
             }
+            token::T_LIMITK => {
+                out.extend(g.samples);
+                continue;
+            }
             _ => f64::NAN,
         };
         out.push(Sample {
@@ -950,4 +1007,44 @@ pub(crate) fn aggregate(
         });
     }
     Ok(out)
+}
+
+/// Natural order of label values, as Prometheus's `sort_by_label` uses it
+/// (facette/natsort): the values cut into runs of digits and of other
+/// characters, compared run by run, two runs of digits as numbers, others
+/// as strings; a value whose runs all match the start of the other's is
+/// the lesser. Where natsort cannot tell two values apart (`1` and `01`,
+/// or an empty value, which it puts after everything and before it too),
+/// the plain string order decides, so the order is total.
+pub(crate) fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    let (ra, rb) = (runs(a), runs(b));
+    for (x, y) in ra.iter().zip(&rb) {
+        let digits = |r: &str| r.bytes().all(|c| c.is_ascii_digit());
+        let o = if digits(x) && digits(y) {
+            // As numbers, of any length: fewer significant digits is less.
+            let (x, y) = (x.trim_start_matches('0'), y.trim_start_matches('0'));
+            x.len().cmp(&y.len()).then_with(|| x.cmp(y))
+        } else {
+            x.cmp(y)
+        };
+        if o.is_ne() {
+            return o;
+        }
+    }
+    ra.len().cmp(&rb.len()).then_with(|| a.cmp(b))
+}
+
+/// The runs of digits and of other characters of `s` (regexp
+/// `(\d+|\D+)`, ASCII digits).
+fn runs(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for i in 1..=bytes.len() {
+        if i == bytes.len() || bytes[i].is_ascii_digit() != bytes[start].is_ascii_digit() {
+            out.push(&s[start..i]);
+            start = i;
+        }
+    }
+    out
 }

@@ -13,7 +13,7 @@
 //! takes the samples in `[t - range, t]`, markers dropped; subquery steps
 //! are aligned to multiples of the step since the epoch.
 
-mod funcs;
+pub(crate) mod funcs;
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -251,10 +251,13 @@ impl<'a> Evaluator<'a> {
         let mut wants = Vec::new();
         self.plan(expr, self.start, self.end, &mut wants);
         for (vs, lo, hi) in wants {
-            let series = self
+            let mut series = self
                 .source
                 .select(&selector_matchers(vs), lo, hi)
                 .map_err(Error::Internal)?;
+            // In label order, as Prometheus's storage hands series over:
+            // what `limitk` keeps is the first k of its input.
+            series.sort_by(|a, b| a.labels.cmp(&b.labels));
             self.data.insert(key(vs), series);
         }
         Ok(())
