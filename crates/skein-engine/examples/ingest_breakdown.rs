@@ -52,11 +52,11 @@ fn main() {
         let insert = t.elapsed();
 
         let t = Instant::now();
-        let (rows, index) = table.sorted_live_indexed();
+        let (rows, index) = table.sorted_live_keyed();
         let order = t.elapsed();
 
         let t = Instant::now();
-        let refs: Vec<&Span> = rows.iter().map(|s| &**s).collect();
+        let refs: Vec<&Span> = rows.iter().map(|(s, _)| &**s).collect();
         let to_batch_out: Vec<_> = refs.chunks(8192).map(|ch| Span::to_batch(ch).unwrap()).collect();
         let to_batch = t.elapsed();
         drop(to_batch_out);
@@ -66,8 +66,8 @@ fn main() {
         let mut w = PartWriter::<Span>::new(store.clone(), meta, &opts)
             .unwrap()
             .with_index(index);
-        for r in rows {
-            w.push(r).unwrap();
+        for (r, key) in rows {
+            w.push_keyed(r, key).unwrap();
         }
         let part = w.finish().unwrap();
         let write = t.elapsed();

@@ -364,7 +364,17 @@ impl<R: Record> MemTable<R> {
     /// than derived again from every record: the same terms, trace rows,
     /// time marks and statistics a part writer would compute, for a
     /// fraction of the work.
+    #[cfg(test)]
     pub fn sorted_live_indexed(&self) -> (Vec<Arc<R>>, PartIndex) {
+        let (rows, index) = self.sorted_live_keyed();
+        (rows.into_iter().map(|(r, _)| r).collect(), index)
+    }
+
+    /// [`sorted_live_indexed`](Self::sorted_live_indexed), each record
+    /// with its key (for [`PartWriter::push_keyed`]).
+    ///
+    /// [`PartWriter::push_keyed`]: crate::part::PartWriter::push_keyed
+    pub fn sorted_live_keyed(&self) -> (Vec<(Arc<R>, RecordKey)>, PartIndex) {
         const GONE: u32 = u32::MAX;
         let order = self.live_order();
         let mut new_row = vec![GONE; self.rows.len()];
@@ -411,7 +421,10 @@ impl<R: Record> MemTable<R> {
             time_marks,
             stats,
         );
-        let rows = order.into_iter().map(|r| self.rows[r as usize].clone()).collect();
+        let rows = order
+            .into_iter()
+            .map(|r| (self.rows[r as usize].clone(), self.row_keys[r as usize]))
+            .collect();
         (rows, index)
     }
 

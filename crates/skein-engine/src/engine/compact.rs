@@ -351,7 +351,7 @@ fn merge_into<R: Stored>(
         maps[i]
             .keep(row, w.rows())
             .map_err(|e| crate::error::Error::Other(e.to_string()))?;
-        w.push(Arc::new(r))?;
+        w.push_keyed(Arc::new(r), key)?;
     }
     Ok(maps)
 }

@@ -1158,7 +1158,7 @@ impl Inner {
             return Ok(None);
         }
         // A frozen tier takes no more writes: its index is the part's.
-        let (rows, index) = table.sorted_live_indexed();
+        let (rows, index) = table.sorted_live_keyed();
         let meta = PartMeta {
             min_seq: table.min_seq(),
             max_seq: table.max_seq(),
@@ -1179,8 +1179,8 @@ impl Inner {
             // The tier's payloads are in a pack by now, and still in the tier.
             w = w.with_text_index(Some(self.payload_text(vec![frozen.tier.clone()])));
         }
-        for r in rows {
-            w.push(r)?;
+        for (r, key) in rows {
+            w.push_keyed(r, key)?;
         }
         Ok(Some(w.finish()?.with_page_cache(Some(self.page_cache.clone()))))
     }

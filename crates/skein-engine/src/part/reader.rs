@@ -48,6 +48,10 @@ pub struct Part {
     /// A span part's calls table (none for an older part, and for other
     /// signals).
     calls: Option<CallsTable>,
+    /// [`Part::memory_bytes`], counted once: a part never changes, and
+    /// counting walks every posting (`/api/v1/stats` and `/metrics` ask on
+    /// every call; a client polling them took a tenth of a busy server).
+    memory: std::sync::OnceLock<usize>,
 }
 
 impl std::fmt::Debug for Part {
@@ -243,6 +247,7 @@ impl Part {
             page_cache: None,
             parsed: SharedParse::default(),
             calls,
+            memory: std::sync::OnceLock::new(),
         })
     }
 
@@ -288,10 +293,12 @@ impl Part {
 
     /// Memory held for this part: sidecar plus Parquet metadata.
     pub fn memory_bytes(&self) -> usize {
-        self.index.memory_bytes()
-            + self.arrow_meta.metadata().memory_size()
-            + self.text_index_memory_bytes() as usize
-            + self.calls.as_ref().map_or(0, CallsTable::memory_bytes)
+        *self.memory.get_or_init(|| {
+            self.index.memory_bytes()
+                + self.arrow_meta.metadata().memory_size()
+                + self.text_index_memory_bytes() as usize
+                + self.calls.as_ref().map_or(0, CallsTable::memory_bytes)
+        })
     }
 
     /// Bytes of the full-text index's file.

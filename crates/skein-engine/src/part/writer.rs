@@ -21,7 +21,7 @@ use super::index::{IndexBuilder, PartIndex};
 use super::sink::SinkWriter;
 use super::{Columnar, FORMAT_VERSION, META_KEY, Part, PartMeta, index_name, parquet_name, text_name};
 use crate::error::{Error, Result};
-use crate::record::Signal;
+use crate::record::{RecordKey, Signal};
 use crate::storage::PartStore;
 use crate::text::PayloadText;
 use crate::text_index::PartTextBuilder;
@@ -168,7 +168,7 @@ pub struct PartWriter<R: Columnar> {
     /// one collects them itself).
     given_refs: crate::hash::FastSet<crate::payload::PayloadRef>,
     rows: u32,
-    last: Option<(u64, crate::record::RecordKey)>,
+    last: Option<(u64, RecordKey)>,
     /// For the sidecar index too.
     zstd_level: i32,
     /// The full-text index being built (on its own thread), when the part
@@ -247,7 +247,16 @@ impl<R: Columnar> PartWriter<R> {
     }
 
     pub fn push(&mut self, r: Arc<R>) -> Result<()> {
-        let sort_key = (r.time(), r.key());
+        let key = r.key();
+        self.push_keyed(r, key)
+    }
+
+    /// [`push`](Self::push) of a record whose key the caller has at hand
+    /// (a flush's hot tier keeps each row's, a merge orders by them):
+    /// hashing a log record or a metric point again is not free.
+    pub fn push_keyed(&mut self, r: Arc<R>, key: RecordKey) -> Result<()> {
+        debug_assert!(key == r.key(), "a record pushed with another's key");
+        let sort_key = (r.time(), key);
         if let Some(prev) = self.last
             && sort_key < prev
         {
