@@ -151,12 +151,12 @@ fn part_write(c: &mut Criterion) {
             },
             |id| {
                 let meta = PartMeta::new(Signal::Spans, id);
-                let (rows, index) = table.sorted_live_indexed();
+                let (rows, index) = table.sorted_live_keyed();
                 let mut w = PartWriter::<Span>::new(store.clone(), meta, &opts)
                     .unwrap()
                     .with_index(index);
-                for s in rows {
-                    w.push(s).unwrap();
+                for (s, key) in rows {
+                    w.push_keyed(s, key).unwrap();
                 }
                 w.finish().unwrap()
             },
