@@ -47,6 +47,10 @@ pub struct PromqlArgs {
     /// Where BENCHMARKS.md and benchmarks.json go.
     #[arg(long, default_value = ".")]
     pub out: PathBuf,
+    /// Keep Skein's data in this new directory (to profile queries on it
+    /// after the run); a temporary directory otherwise.
+    #[arg(long)]
+    pub keep_data: Option<PathBuf>,
 }
 
 const METRIC: &str = "bench_requests_total";
@@ -291,7 +295,11 @@ pub fn run(args: &PromqlArgs) -> Result<(), String> {
     // Aligned to the scrape interval, the last scrape a minute ago.
     let end = (now_ms - 60_000) / SCRAPE_MS * SCRAPE_MS;
     let t0 = end - (scrapes - 1) * SCRAPE_MS;
-    let skein = SkeinProcess::start(&args.skein_bin, &[])?;
+    let skein = match &args.keep_data {
+        Some(dir) if dir.exists() => return Err(format!("--keep-data {}: already exists", dir.display())),
+        Some(dir) => SkeinProcess::start_at(&args.skein_bin, dir, &[])?,
+        None => SkeinProcess::start(&args.skein_bin, &[])?,
+    };
     let prom = start_prometheus(&args.prometheus_bin)?;
     let urls = [
         format!("{}/prometheus/api/v1/write", skein.api),

@@ -10,7 +10,8 @@ use crate::{Error, Labels, Series};
 
 pub fn labels(l: &Labels) -> Json {
     Json::Object(
-        l.0.iter()
+        l.pairs()
+            .iter()
             .map(|(k, v)| (k.clone(), Json::String(v.clone())))
             .collect::<Map<_, _>>(),
     )

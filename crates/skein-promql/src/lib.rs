@@ -18,9 +18,24 @@ pub mod params;
 pub use promql_parser::label::{MatchOp, Matcher};
 pub use promql_parser::parser::Expr;
 
+use std::sync::{Arc, OnceLock};
+
 /// A series' labels, sorted by name, names unique, no empty values.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct Labels(pub Vec<(String, String)>);
+///
+/// Shared, not copied: a range query hands each series' labels on at every
+/// step (selector, function, aggregation), so a clone is a reference count
+/// and the set without its metric name is derived once per set
+/// ([`Labels::without_name`]), not once per step.
+#[derive(Clone, Default)]
+pub struct Labels(Arc<LabelSet>);
+
+#[derive(Clone, Default)]
+struct LabelSet {
+    pairs: Vec<(String, String)>,
+    /// [`Labels::without_name`] once asked: `None` when there is no name
+    /// to drop (the set itself, not held here: that would be a cycle).
+    nameless: OnceLock<Option<Labels>>,
+}
 
 impl Labels {
     /// From pairs in any order; a later pair of the same name wins, an
@@ -36,25 +51,55 @@ impl Labels {
         }
         v.retain(|(_, val)| !val.is_empty());
         v.sort();
-        Labels(v)
+        Labels::sorted(v)
+    }
+
+    /// From pairs already sorted by name, names unique, no empty values.
+    fn sorted(pairs: Vec<(String, String)>) -> Labels {
+        debug_assert!(pairs.windows(2).all(|w| w[0].0 < w[1].0));
+        Labels(Arc::new(LabelSet {
+            pairs,
+            nameless: OnceLock::new(),
+        }))
+    }
+
+    /// The pairs `(name, value)`, sorted by name.
+    pub fn pairs(&self) -> &[(String, String)] {
+        &self.0.pairs
+    }
+
+    /// The pairs whose name `keep` keeps (an order-preserving subset).
+    pub fn filtered(&self, mut keep: impl FnMut(&str) -> bool) -> Labels {
+        Labels::sorted(self.pairs().iter().filter(|(k, _)| keep(k)).cloned().collect())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pairs().is_empty()
     }
 
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.0
+        let pairs = self.pairs();
+        pairs
             .binary_search_by(|(n, _)| n.as_str().cmp(name))
             .ok()
-            .map(|i| self.0[i].1.as_str())
+            .map(|i| pairs[i].1.as_str())
     }
 
     /// Sets a label (an empty value removes it).
     pub fn set(&mut self, name: &str, value: &str) {
-        match self.0.binary_search_by(|(n, _)| n.as_str().cmp(name)) {
+        let at = self.pairs().binary_search_by(|(n, _)| n.as_str().cmp(name));
+        if at.is_err() && value.is_empty() {
+            return;
+        }
+        // Copied when shared; the derived set no longer holds.
+        let set = Arc::make_mut(&mut self.0);
+        set.nameless = OnceLock::new();
+        match at {
             Ok(i) if value.is_empty() => {
-                self.0.remove(i);
+                set.pairs.remove(i);
             }
-            Ok(i) => self.0[i].1 = value.to_string(),
-            Err(_) if value.is_empty() => {}
-            Err(i) => self.0.insert(i, (name.to_string(), value.to_string())),
+            Ok(i) => set.pairs[i].1 = value.to_string(),
+            Err(i) => set.pairs.insert(i, (name.to_string(), value.to_string())),
         }
     }
 
@@ -62,10 +107,13 @@ impl Labels {
         self.set(name, "");
     }
 
+    /// The labels but the metric name.
     pub fn without_name(&self) -> Labels {
-        let mut l = self.clone();
-        l.remove(NAME);
-        l
+        let nameless = self
+            .0
+            .nameless
+            .get_or_init(|| self.get(NAME).map(|_| self.filtered(|k| k != NAME)));
+        nameless.as_ref().unwrap_or(self).clone()
     }
 
     /// Whether every matcher matches (a missing label is the empty value).
@@ -74,10 +122,42 @@ impl Labels {
     }
 }
 
+impl PartialEq for Labels {
+    fn eq(&self, other: &Labels) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.pairs() == other.pairs()
+    }
+}
+
+impl Eq for Labels {}
+
+impl std::hash::Hash for Labels {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.pairs().hash(state)
+    }
+}
+
+impl PartialOrd for Labels {
+    fn partial_cmp(&self, other: &Labels) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Labels {
+    fn cmp(&self, other: &Labels) -> std::cmp::Ordering {
+        self.pairs().cmp(other.pairs())
+    }
+}
+
+impl std::fmt::Debug for Labels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Labels({:?})", self.pairs())
+    }
+}
+
 impl std::fmt::Display for Labels {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{{")?;
-        for (i, (k, v)) in self.0.iter().enumerate() {
+        for (i, (k, v)) in self.pairs().iter().enumerate() {
             if i > 0 {
                 write!(f, ", ")?;
             }

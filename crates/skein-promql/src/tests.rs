@@ -446,3 +446,72 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_changed_label_set_drops_the_nameless_set_it_derived() {
+    let a = l(&[("__name__", "x"), ("job", "a")]);
+    assert_eq!(a.without_name(), l(&[("job", "a")]));
+    // A clone shares the derived set; changing it must not.
+    let mut b = a.clone();
+    b.set("job", "b");
+    assert_eq!(b.without_name(), l(&[("job", "b")]));
+    assert_eq!(a.without_name(), l(&[("job", "a")]), "the original is untouched");
+    b.remove("__name__");
+    assert_eq!(b.without_name(), b);
+    let c = l(&[("job", "c")]);
+    assert_eq!(c.without_name(), c);
+    // Hash and order are the pairs'.
+    let set: std::collections::HashSet<Labels> = [a.clone(), a.without_name(), l(&[("job", "a")])].into();
+    assert_eq!(set.len(), 2);
+    assert!(l(&[("a", "1")]) < l(&[("b", "1")]));
+}
+
+/// A range query evaluates each step as the instant query at that time,
+/// whatever the cursors the steps leave behind (steps ascend; a subquery
+/// goes back in time within each).
+#[test]
+fn a_range_query_is_its_instant_queries() {
+    let mut all = Vec::new();
+    for i in 0..6 {
+        let samples: Vec<(i64, f64)> = (0..200)
+            .filter(|t| (t + i) % 7 != 0)
+            .map(|t| (t * 15_000, (t * (i + 1)) as f64))
+            .collect();
+        all.push(series(
+            &[
+                ("__name__", "c"),
+                ("job", &format!("j{}", i % 2)),
+                ("i", &i.to_string()),
+            ],
+            &samples,
+        ));
+    }
+    let src = Mem(all);
+    for q in [
+        "sum by (job) (rate(c[1m]))",
+        "c",
+        "max_over_time(rate(c[1m])[5m:30s])",
+        "count without (i) (c offset 2m)",
+    ] {
+        let e = eval::parse(q).unwrap();
+        let (start, end, step) = (60_000, 2_900_000, 45_000);
+        let range = eval::range(&src, &e, start, end, step, Options::default()).unwrap();
+        let mut t = start;
+        while t <= end {
+            let want = match eval::instant(&src, &e, t, Options::default()).unwrap() {
+                Value::Vector(v) => v,
+                other => panic!("{other:?}"),
+            };
+            for s in &want {
+                let got = range
+                    .iter()
+                    .find(|r| r.labels == s.labels)
+                    .and_then(|r| r.samples.iter().find(|p| p.0 == t));
+                assert_eq!(got.map(|p| p.1), Some(s.value), "{q} at {t}: {}", s.labels);
+            }
+            let points = range.iter().filter(|r| r.samples.iter().any(|p| p.0 == t)).count();
+            assert_eq!(points, want.len(), "{q} at {t}");
+            t += step;
+        }
+    }
+}

@@ -466,6 +466,18 @@ impl Part {
         Ok(reader.map(|b| b.map_err(Error::from)))
     }
 
+    /// The first row of each row group, ascending: where a reader of some
+    /// rows may split them so that no row group is decoded twice.
+    pub fn row_group_starts(&self) -> Vec<u32> {
+        let mut start = 0u32;
+        let mut out = Vec::new();
+        for rg in self.arrow_meta.metadata().row_groups() {
+            out.push(start);
+            start = start.saturating_add(rg.num_rows() as u32);
+        }
+        out
+    }
+
     /// [`Part::restrict`] of a bitmap, walked once without listing it.
     fn restrict_bitmap(&self, rows: &roaring::RoaringBitmap) -> (Vec<usize>, RowSelection) {
         let meta = self.arrow_meta.metadata();

@@ -31,7 +31,7 @@ use super::window::Window;
 use crate::error::Result;
 use crate::hash::{FastMap, FastSet};
 use crate::part::Part;
-use crate::part::columns::metrics::{SAMPLE_COLUMNS, sample_rows};
+use crate::part::columns::metrics::{SAMPLE_COLUMNS, SampleRow, sample_rows};
 use crate::record::Record;
 use crate::terms;
 
@@ -61,6 +61,18 @@ pub fn scan_series(
     filters: &[AttrFilter],
     w: Window,
     sink: &mut dyn SeriesSink,
+) -> Result<u64> {
+    scan_split(sources, names, filters, w, sink, Split::machine())
+}
+
+/// [`scan_series`], a part's decoding split as `split` says.
+fn scan_split(
+    sources: &[Source<MetricPoint>],
+    names: Option<&[String]>,
+    filters: &[AttrFilter],
+    w: Window,
+    sink: &mut dyn SeriesSink,
+    split: Split,
 ) -> Result<u64> {
     let wanted = |p: &MetricPoint| {
         w.contains(p.time())
@@ -136,7 +148,7 @@ pub fn scan_series(
                 rows.remove_range(..range.start);
                 rows.remove_range(range.end..);
                 examined += rows.len();
-                read_part(p, &rows, w, &wanted, sink, &mut known)?;
+                read_part(p, &rows, w, &wanted, sink, &mut known, split)?;
             }
         }
     }
@@ -156,9 +168,37 @@ enum Known {
     Whole,
 }
 
+/// How a part's read shares its decoding among threads.
+#[derive(Debug, Clone, Copy)]
+struct Split {
+    threads: usize,
+    /// Rows a read must select to be shared: below this, starting threads
+    /// costs more than they save.
+    min_rows: u64,
+}
+
+impl Split {
+    /// A thread per core, for reads of 256k rows or more.
+    fn machine() -> Split {
+        Split {
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            min_rows: 1 << 18,
+        }
+    }
+}
+
+/// Sample rows decoded from a part, with their row numbers.
+type Decoded = (Vec<u32>, Vec<SampleRow>);
+
 /// Hands `sink` the points of `rows` of part `p` that are in `w` and
 /// `wanted`: number points as samples of the series in `known` (by series
 /// key), which grows by the series met here; other points whole.
+///
+/// Decoding the sample columns is most of the work of a large read, so
+/// for one it is shared among threads, each decoding the rows of some
+/// row groups, while this thread hands their batches to `sink` (which
+/// is not shared). A batch's order does not matter: a sink gets samples,
+/// not a sequence, and `known` holds whichever row of a key came first.
 fn read_part(
     p: &Part,
     rows: &RoaringBitmap,
@@ -166,50 +206,256 @@ fn read_part(
     wanted: &dyn Fn(&MetricPoint) -> bool,
     sink: &mut dyn SeriesSink,
     known: &mut FastMap<u64, Known>,
+    split: Split,
 ) -> Result<()> {
+    let Some(shares) = shares(p, rows, split) else {
+        for batch in decode(p, rows)? {
+            let (ids, samples) = batch?;
+            hand_over(p, &ids, &samples, w, wanted, sink, known)?;
+        }
+        return Ok(());
+    };
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Decoded>>(2 * shares.len());
+        for share in &shares {
+            let tx = tx.clone();
+            scope.spawn(move || {
+                let batches = match decode(p, share) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                };
+                for b in batches {
+                    let failed = b.is_err();
+                    // A closed channel: the reader stopped on an error.
+                    if tx.send(b).is_err() || failed {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        // Returning early drops the receiver, so every decoder stops at
+        // its next batch and the scope's end waits for nothing long.
+        for batch in rx {
+            let (ids, samples) = batch?;
+            hand_over(p, &ids, &samples, w, wanted, sink, known)?;
+        }
+        Ok(())
+    })
+}
+
+/// `rows` cut at row group boundaries into one share per thread, of about
+/// as many rows each; `None` when a read this small is best left whole.
+fn shares(p: &Part, rows: &RoaringBitmap, split: Split) -> Option<Vec<RoaringBitmap>> {
+    if split.threads < 2 || rows.len() < split.min_rows.max(1) {
+        return None;
+    }
+    let per_share = rows.len().div_ceil(split.threads as u64);
+    let mut shares = Vec::new();
+    let (mut from, mut taken) = (0u32, 0u64);
+    let starts = p.row_group_starts();
+    for (i, &start) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).copied().unwrap_or(u32::MAX);
+        taken += rows.range_cardinality(start..end);
+        if taken >= per_share || i + 1 == starts.len() {
+            let mut share = rows.clone();
+            share.remove_range(..from);
+            if i + 1 < starts.len() {
+                share.remove_range(end..);
+            }
+            if !share.is_empty() {
+                shares.push(share);
+            }
+            (from, taken) = (end, 0);
+        }
+    }
+    (shares.len() > 1).then_some(shares)
+}
+
+/// The sample rows of `rows` of part `p`, a batch of at most [`CHUNK`]
+/// rows at a time.
+fn decode<'r>(p: &Part, rows: &'r RoaringBitmap) -> Result<impl Iterator<Item = Result<Decoded>> + 'r> {
     let mut ids = rows.iter();
-    for batch in p.stream_row_columns(SAMPLE_COLUMNS, rows, CHUNK)? {
+    let batches = p.stream_row_columns(SAMPLE_COLUMNS, rows, CHUNK)?;
+    Ok(batches.map(move |batch| {
         let samples = sample_rows(&batch?)?;
         let ids: Vec<u32> = ids.by_ref().take(samples.len()).collect();
-        // The first row of each key not met yet, read whole to learn what
-        // the series is (ascending, as `read_rows` asks).
-        let mut first = Vec::new();
-        let mut keys = Vec::new();
-        let mut met = FastSet::default();
-        for (s, &row) in samples.iter().zip(&ids) {
-            if let Some(key) = s.key
-                && w.contains(s.time)
-                && !known.contains_key(&key)
-                && met.insert(key)
-            {
-                first.push(row);
-                keys.push(key);
-            }
+        Ok((ids, samples))
+    }))
+}
+
+/// Hands `sink` one decoded batch of part `p` (see [`read_part`]).
+fn hand_over(
+    p: &Part,
+    ids: &[u32],
+    samples: &[SampleRow],
+    w: Window,
+    wanted: &dyn Fn(&MetricPoint) -> bool,
+    sink: &mut dyn SeriesSink,
+    known: &mut FastMap<u64, Known>,
+) -> Result<()> {
+    // The first row of each key not met yet, read whole to learn what the
+    // series is (ascending, as `read_rows` asks).
+    let mut first = Vec::new();
+    let mut keys = Vec::new();
+    let mut met = FastSet::default();
+    for (s, &row) in samples.iter().zip(ids) {
+        if let Some(key) = s.key
+            && w.contains(s.time)
+            && !known.contains_key(&key)
+            && met.insert(key)
+        {
+            first.push(row);
+            keys.push(key);
         }
-        for (point, key) in p.read_rows::<MetricPoint>(&first)?.iter().zip(keys) {
-            let is = match point.value {
-                PointValue::Number(_) if wanted(point) => sink.series(point).map_or(Known::Skipped, Known::Samples),
-                PointValue::Number(_) => Known::Skipped,
-                _ => Known::Whole,
-            };
-            known.insert(key, is);
+    }
+    for (point, key) in p.read_rows::<MetricPoint>(&first)?.iter().zip(keys) {
+        let is = match point.value {
+            PointValue::Number(_) if wanted(point) => sink.series(point).map_or(Known::Skipped, Known::Samples),
+            PointValue::Number(_) => Known::Skipped,
+            _ => Known::Whole,
+        };
+        known.insert(key, is);
+    }
+    let mut whole = Vec::new();
+    for (s, &row) in samples.iter().zip(ids) {
+        if !w.contains(s.time) {
+            continue;
         }
-        let mut whole = Vec::new();
-        for (s, &row) in samples.iter().zip(&ids) {
-            if !w.contains(s.time) {
-                continue;
-            }
-            match s.key.and_then(|k| known.get(&k)) {
-                Some(Known::Samples(series)) => sink.sample(*series, s.time, s.value, s.flags),
-                Some(Known::Skipped) => {}
-                Some(Known::Whole) | None => whole.push(row),
-            }
+        match s.key.and_then(|k| known.get(&k)) {
+            Some(Known::Samples(series)) => sink.sample(*series, s.time, s.value, s.flags),
+            Some(Known::Skipped) => {}
+            Some(Known::Whole) | None => whole.push(row),
         }
-        for point in p.read_rows::<MetricPoint>(&whole)? {
-            if wanted(&point) {
-                sink.point(&point);
-            }
+    }
+    for point in p.read_rows::<MetricPoint>(&whole)? {
+        if wanted(&point) {
+            sink.point(&point);
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::part::{PartMeta, PartWriter, WriterOptions};
+    use crate::record::Signal;
+    use crate::storage::{LocalStore, PartStore};
+    use crate::testdata;
+
+    /// What a scan handed over, in a canonical order.
+    #[derive(Default)]
+    struct Recorder {
+        described: Vec<MetricPoint>,
+        seen: Vec<String>,
+    }
+
+    impl SeriesSink for Recorder {
+        fn point(&mut self, p: &MetricPoint) {
+            self.seen.push(format!("whole {p:?}"));
+        }
+        fn series(&mut self, p: &MetricPoint) -> Option<u32> {
+            self.described.push(p.clone());
+            Some((self.described.len() - 1) as u32)
+        }
+        fn sample(&mut self, series: u32, time_unix_nano: u64, value: Option<Number>, flags: u32) {
+            let d = &self.described[series as usize];
+            let key = (&d.metric, &d.attributes, &d.resource, &d.scope);
+            self.seen
+                .push(format!("sample {key:?} {time_unix_nano} {value:?} {flags}"));
+        }
+    }
+
+    fn part(points: &[MetricPoint], row_group_rows: usize) -> (tempfile::TempDir, Arc<Part>) {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn PartStore> = Arc::new(LocalStore::open(dir.path(), &["metrics"]).unwrap());
+        let opts = WriterOptions {
+            row_group_rows,
+            ..WriterOptions::default()
+        };
+        let mut w = PartWriter::<MetricPoint>::new(store, PartMeta::new(Signal::Metrics, 1), &opts).unwrap();
+        let mut sorted = points.to_vec();
+        sorted.sort_by_key(|p| (p.time(), p.key()));
+        for p in sorted {
+            w.push(Arc::new(p)).unwrap();
+        }
+        (dir, Arc::new(w.finish().unwrap()))
+    }
+
+    #[test]
+    fn shares_cut_at_row_groups_and_cover_the_rows_once() {
+        let (_dir, p) = part(&testdata::metric_points(1000), 64);
+        let rows: RoaringBitmap = (0..1000u32).filter(|r| r % 3 != 0).collect();
+        let split = Split {
+            threads: 3,
+            min_rows: 1,
+        };
+        let shares = shares(&p, &rows, split).expect("split");
+        assert_eq!(shares.len(), 3);
+        let starts = p.row_group_starts();
+        let mut union = RoaringBitmap::new();
+        for (a, b) in shares.iter().zip(shares.iter().skip(1)) {
+            assert!(a.max() < b.min(), "shares ascend, disjoint");
+            // No row group holds rows of both.
+            let group = |r: u32| starts.partition_point(|s| *s <= r);
+            assert_ne!(group(a.max().unwrap()), group(b.min().unwrap()));
+        }
+        for s in &shares {
+            union |= s;
+        }
+        assert_eq!(union, rows);
+        // Too few rows, or one thread: left whole.
+        assert!(shares_none(
+            &p,
+            &rows,
+            Split {
+                threads: 3,
+                min_rows: 10_000
+            }
+        ));
+        assert!(shares_none(
+            &p,
+            &rows,
+            Split {
+                threads: 1,
+                min_rows: 1
+            }
+        ));
+    }
+
+    fn shares_none(p: &Part, rows: &RoaringBitmap, split: Split) -> bool {
+        shares(p, rows, split).is_none()
+    }
+
+    #[test]
+    fn a_scan_shared_among_threads_hands_over_what_one_thread_does() {
+        let points = testdata::metric_points(3000);
+        let (_dir, p) = part(&points, 100);
+        let sources = [Source::Part(p)];
+        let w = Window::new(0, u64::MAX);
+        let mut answers = Vec::new();
+        for split in [
+            Split {
+                threads: 1,
+                min_rows: 1,
+            },
+            Split {
+                threads: 4,
+                min_rows: 1,
+            },
+        ] {
+            let mut r = Recorder::default();
+            scan_split(&sources, None, &[], w, &mut r, split).unwrap();
+            r.seen.sort();
+            answers.push(r.seen);
+        }
+        assert_eq!(answers[0].len(), points.len());
+        assert_eq!(answers[0], answers[1]);
+    }
 }

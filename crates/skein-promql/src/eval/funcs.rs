@@ -797,18 +797,42 @@ fn bucket_quantile(q: f64, mut b: Vec<(f64, f64)>) -> f64 {
 }
 
 /// The group's labels of a sample under `by`/`without`.
-fn group_labels(l: &Labels, m: Option<&LabelModifier>) -> Labels {
+/// Whether label `k` of a sample is one of its group's under `m`.
+fn in_group(k: &str, m: Option<&LabelModifier>) -> bool {
     match m {
-        None => Labels::default(),
-        Some(LabelModifier::Include(names)) => {
-            Labels(l.0.iter().filter(|(k, _)| names.labels.contains(k)).cloned().collect())
+        None => false,
+        Some(LabelModifier::Include(names)) => names.labels.iter().any(|n| n == k),
+        Some(LabelModifier::Exclude(names)) => k != NAME && !names.labels.iter().any(|n| n == k),
+    }
+}
+
+fn group_labels(l: &Labels, m: Option<&LabelModifier>) -> Labels {
+    l.filtered(|k| in_group(k, m))
+}
+
+/// The groups of an aggregation, found by a hash of each sample's group
+/// labels: a sample's group is looked up without building its labels,
+/// which are built once per group.
+#[derive(Default)]
+struct GroupIndex {
+    /// Group numbers by the hash of their labels; a clash keeps both.
+    by_hash: HashMap<u64, Vec<usize>>,
+}
+
+impl GroupIndex {
+    fn hash(l: &Labels, m: Option<&LabelModifier>) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::hash::DefaultHasher::new();
+        for pair in l.pairs().iter().filter(|(k, _)| in_group(k, m)) {
+            pair.hash(&mut h);
         }
-        Some(LabelModifier::Exclude(names)) => Labels(
-            l.0.iter()
-                .filter(|(k, _)| k != NAME && !names.labels.contains(k))
-                .cloned()
-                .collect(),
-        ),
+        h.finish()
+    }
+
+    /// The number of `l`'s group among `groups` (their labels), if met.
+    fn find(&self, h: u64, l: &Labels, m: Option<&LabelModifier>, groups: &[Group]) -> Option<usize> {
+        let same = |g: &Labels| l.pairs().iter().filter(|(k, _)| in_group(k, m)).eq(g.pairs().iter());
+        self.by_hash.get(&h)?.iter().copied().find(|&i| same(&groups[i].labels))
     }
 }
 
@@ -820,7 +844,7 @@ fn group_labels(l: &Labels, m: Option<&LabelModifier>) -> Labels {
 /// `v` in two, and a series is kept or not at every step alike.
 pub(crate) fn keeps_in_ratio(ratio: f64, labels: &Labels) -> bool {
     let mut bytes = Vec::new();
-    for (name, value) in &labels.0 {
+    for (name, value) in labels.pairs() {
         bytes.extend_from_slice(name.as_bytes());
         bytes.push(0xff);
         bytes.extend_from_slice(value.as_bytes());
@@ -911,13 +935,14 @@ pub(crate) fn aggregate(
         return Ok(v.into_iter().filter(|s| keeps_in_ratio(ratio, &s.labels)).collect());
     }
     let mut groups: Vec<Group> = Vec::new();
-    let mut index: HashMap<Labels, usize> = HashMap::new();
+    let mut index = GroupIndex::default();
     for s in v {
-        let g = group_labels(&s.labels, m);
-        let i = match index.get(&g) {
-            Some(i) => *i,
+        let h = GroupIndex::hash(&s.labels, m);
+        let i = match index.find(h, &s.labels, m, &groups) {
+            Some(i) => i,
             None => {
-                index.insert(g.clone(), groups.len());
+                index.by_hash.entry(h).or_default().push(groups.len());
+                let g = group_labels(&s.labels, m);
                 let stdvar = id == token::T_STDDEV || id == token::T_STDVAR;
                 groups.push(Group {
                     labels: g,

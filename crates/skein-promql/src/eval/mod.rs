@@ -14,6 +14,7 @@
 //! are aligned to multiples of the step since the epoch.
 
 pub(crate) mod funcs;
+mod seek;
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -28,6 +29,7 @@ use promql_parser::parser::{
 use promql_parser::parser::value::ValueType;
 
 use crate::{Error, Labels, NAME, Series, SeriesSource, is_stale_nan};
+use seek::Cursors;
 
 /// Prometheus's default lookback delta: 5 minutes.
 pub const DEFAULT_LOOKBACK_MS: i64 = 5 * 60 * 1000;
@@ -222,8 +224,9 @@ pub(crate) struct Evaluator<'a> {
     /// The query's first and last evaluation times (`@ start()`, `@ end()`).
     start: i64,
     end: i64,
-    /// Series of each selector (by the address of its AST node).
-    data: HashMap<usize, Vec<Series>>,
+    /// Series of each selector (by the address of its AST node), with a
+    /// cursor per series.
+    data: HashMap<usize, (Vec<Series>, Cursors)>,
 }
 
 impl<'a> Evaluator<'a> {
@@ -258,7 +261,8 @@ impl<'a> Evaluator<'a> {
             // In label order, as Prometheus's storage hands series over:
             // what `limitk` keeps is the first k of its input.
             series.sort_by(|a, b| a.labels.cmp(&b.labels));
-            self.data.insert(key(vs), series);
+            let cursors = Cursors::new(series.len());
+            self.data.insert(key(vs), (series, cursors));
         }
         Ok(())
     }
@@ -307,8 +311,11 @@ impl<'a> Evaluator<'a> {
         }
     }
 
-    fn series(&self, vs: &VectorSelector) -> &[Series] {
-        self.data.get(&key(vs)).map(Vec::as_slice).unwrap_or(&[])
+    fn series(&self, vs: &VectorSelector) -> (&[Series], Option<&Cursors>) {
+        match self.data.get(&key(vs)) {
+            Some((series, cursors)) => (series, Some(cursors)),
+            None => (&[], None),
+        }
     }
 
     /// The instant vector of a selector at `t`; with `times`, the sample
@@ -316,8 +323,12 @@ impl<'a> Evaluator<'a> {
     pub(crate) fn vector_selector(&self, vs: &VectorSelector, t: i64) -> Vec<(Sample, i64)> {
         let r = self.at_ms(&vs.at).unwrap_or(t) - offset_ms(&vs.offset);
         let mut out = Vec::new();
-        for s in self.series(vs) {
-            let i = s.samples.partition_point(|(ts, _)| *ts <= r);
+        let (series, cursors) = self.series(vs);
+        for (n, s) in series.iter().enumerate() {
+            let i = match cursors {
+                Some(c) => c.seek(n, &s.samples, |ts| ts <= r),
+                None => s.samples.partition_point(|(ts, _)| *ts <= r),
+            };
             if i == 0 {
                 continue;
             }
@@ -340,9 +351,13 @@ impl<'a> Evaluator<'a> {
         let end = self.at_ms(&vs.at).unwrap_or(t) - offset_ms(&vs.offset);
         let start = end - range;
         let mut series = Vec::new();
-        for s in self.series(vs) {
-            let lo = s.samples.partition_point(|(ts, _)| *ts < start);
-            let hi = s.samples.partition_point(|(ts, _)| *ts <= end);
+        let (selected, cursors) = self.series(vs);
+        for (n, s) in selected.iter().enumerate() {
+            let lo = match cursors {
+                Some(c) => c.seek(n, &s.samples, |ts| ts < start),
+                None => s.samples.partition_point(|(ts, _)| *ts < start),
+            };
+            let hi = lo + seek::seek(&s.samples[lo..], 0, |ts| ts <= end);
             let samples: Vec<(i64, f64)> = s.samples[lo..hi]
                 .iter()
                 .copied()
@@ -604,14 +619,14 @@ fn signature(l: &Labels, on: Option<&LabelModifier>) -> String {
             }
         }
         Some(LabelModifier::Exclude(names)) => {
-            for (k, v) in &l.0 {
+            for (k, v) in l.pairs() {
                 if k != NAME && !names.labels.contains(k) {
                     push(k, v);
                 }
             }
         }
         None => {
-            for (k, v) in &l.0 {
+            for (k, v) in l.pairs() {
                 if k != NAME {
                     push(k, v);
                 }
@@ -691,10 +706,10 @@ fn vector_vector(
         if matches!(card, VectorMatchCardinality::OneToOne) {
             match on {
                 Some(LabelModifier::Include(names)) => {
-                    m.0.retain(|(k, _)| names.labels.contains(k));
+                    m = m.filtered(|k| names.labels.iter().any(|n| n == k));
                 }
                 Some(LabelModifier::Exclude(names)) => {
-                    m.0.retain(|(k, _)| !names.labels.contains(k));
+                    m = m.filtered(|k| !names.labels.iter().any(|n| n == k));
                 }
                 None => {}
             }

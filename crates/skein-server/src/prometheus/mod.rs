@@ -350,7 +350,7 @@ async fn labels(
     run(&app, &tenant, "prometheus_labels", move |e| {
         let mut names = BTreeSet::new();
         label_sets(e, &sels, start, end, &mut |l| {
-            for (k, _) in &l.0 {
+            for (k, _) in l.pairs() {
                 if !names.contains(k) {
                     names.insert(k.clone());
                 }

@@ -141,7 +141,7 @@ mod tests {
         assert_eq!(s.len(), 1);
         let l = &s[0].0;
         assert_eq!(
-            l.0,
+            l.pairs(),
             [
                 ("__name__".to_string(), "up".to_string()),
                 ("instance".into(), "h:9100".into()),
