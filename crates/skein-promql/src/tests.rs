@@ -515,3 +515,178 @@ fn a_range_query_is_its_instant_queries() {
         }
     }
 }
+
+/// Series for `info`: two services' request counters, their `target_info`
+/// (one service's stopped reporting after 60 s), and a `build_info`.
+fn with_info() -> Mem {
+    let every = |v: f64| -> Vec<(i64, f64)> { (0..=60).map(|i| (i * 10_000, v)).collect() };
+    let until = |end: i64| -> Vec<(i64, f64)> { (0..=end / 10_000).map(|i| (i * 10_000, 1.0)).collect() };
+    Mem(vec![
+        series(
+            &[
+                ("__name__", "req_total"),
+                ("job", "api"),
+                ("instance", "a"),
+                ("path", "/x"),
+            ],
+            &every(5.0),
+        ),
+        series(
+            &[("__name__", "req_total"), ("job", "web"), ("instance", "b")],
+            &every(7.0),
+        ),
+        series(&[("__name__", "req_total"), ("job", "batch")], &every(9.0)),
+        series(
+            &[
+                ("__name__", "target_info"),
+                ("job", "api"),
+                ("instance", "a"),
+                ("k8s_cluster", "c1"),
+                ("region", "eu"),
+                ("path", "/info"),
+            ],
+            &every(1.0),
+        ),
+        series(
+            &[
+                ("__name__", "target_info"),
+                ("job", "web"),
+                ("instance", "b"),
+                ("k8s_cluster", "c2"),
+            ],
+            &until(60_000),
+        ),
+        series(
+            &[
+                ("__name__", "build_info"),
+                ("job", "api"),
+                ("instance", "a"),
+                ("version", "1.2"),
+            ],
+            &every(1.0),
+        ),
+    ])
+}
+
+#[test]
+fn info_adds_the_data_labels_of_the_matching_target_info() {
+    let src = with_info();
+    let v = vector(&src, "info(req_total)", 30_000);
+    assert_eq!(
+        v,
+        vec![
+            (
+                l(&[
+                    ("__name__", "req_total"),
+                    ("instance", "a"),
+                    ("job", "api"),
+                    ("k8s_cluster", "c1"),
+                    ("path", "/x"),
+                    ("region", "eu")
+                ]),
+                5.0
+            ),
+            (
+                l(&[
+                    ("__name__", "req_total"),
+                    ("instance", "b"),
+                    ("job", "web"),
+                    ("k8s_cluster", "c2")
+                ]),
+                7.0
+            ),
+            // No info series: kept as it is.
+            (l(&[("__name__", "req_total"), ("job", "batch")]), 9.0),
+        ],
+        "the series' own `path` wins; the name stays"
+    );
+    // web's target_info last reported at 60 s: gone once past the lookback.
+    let v = vector(&src, "info(req_total)", 600_000);
+    assert_eq!(
+        v[1].0,
+        l(&[("__name__", "req_total"), ("instance", "b"), ("job", "web")])
+    );
+    // The info series themselves are not described.
+    let v = vector(&src, "info(target_info)", 30_000);
+    assert_eq!(v.len(), 2);
+    assert!(
+        v.iter()
+            .all(|(l, _)| l.get("k8s_cluster").is_some() && l.get("version").is_none())
+    );
+}
+
+#[test]
+fn an_info_selector_picks_the_labels_the_metric_and_drops_series_without_a_match() {
+    let src = with_info();
+    // Only the labels named; a series whose info has none is dropped, as the
+    // matcher refuses the empty value.
+    let v = vector(&src, r#"info(req_total, {region=~".+"})"#, 30_000);
+    assert_eq!(
+        v,
+        vec![(
+            l(&[
+                ("__name__", "req_total"),
+                ("instance", "a"),
+                ("job", "api"),
+                ("path", "/x"),
+                ("region", "eu")
+            ]),
+            5.0
+        )]
+    );
+    // Another info metric, by name.
+    let v = vector(&src, r#"info(req_total, {__name__="build_info"})"#, 30_000);
+    assert_eq!(v.len(), 3);
+    assert_eq!(v[0].0.get("version"), Some("1.2"));
+    assert_eq!(v[0].0.get("k8s_cluster"), None);
+    // Both: labels of each, when they do not disagree.
+    let v = vector(
+        &src,
+        r#"info(req_total{job="api"}, {__name__=~"build_info|target_info"})"#,
+        30_000,
+    );
+    assert_eq!(v[0].0.get("version"), Some("1.2"));
+    assert_eq!(v[0].0.get("region"), Some("eu"));
+    // A range query reads the info series for every step.
+    let e = eval::parse("info(req_total)").unwrap();
+    let r = eval::range(&src, &e, 0, 600_000, 60_000, Options::default()).unwrap();
+    let web: Vec<&Series> = r.iter().filter(|s| s.labels.get("job") == Some("web")).collect();
+    assert_eq!(
+        web.len(),
+        2,
+        "with k8s_cluster while target_info lasts, without after: {r:?}"
+    );
+}
+
+#[test]
+fn info_series_that_disagree_are_errors() {
+    let mut src = with_info();
+    // Two target_info series for one target at one time.
+    src.0.push(series(
+        &[
+            ("__name__", "target_info"),
+            ("job", "api"),
+            ("instance", "a"),
+            ("k8s_cluster", "c9"),
+        ],
+        &[(30_000, 1.0)],
+    ));
+    let e = instant(&src, "info(req_total)", 30_000).unwrap_err();
+    assert!(e.message().contains("duplicate series for info metric"), "{e:?}");
+    // The newer one wins: at 45 s, c1's sample of 40 s over c9's of 30 s.
+    let got = vector(&src, r#"info(req_total{job="api"})"#, 45_000);
+    assert_eq!(got[0].0.get("k8s_cluster"), Some("c1"), "{got:?}");
+    // Two info metrics giving one label two values.
+    let mut src = with_info();
+    src.0.push(series(
+        &[
+            ("__name__", "build_info"),
+            ("job", "web"),
+            ("instance", "b"),
+            ("k8s_cluster", "other"),
+        ],
+        &[(30_000, 1.0)],
+    ));
+    let e = instant(&src, r#"info(req_total, {__name__=~".+_info"})"#, 30_000).unwrap_err();
+    assert!(e.message().contains("conflicting label: k8s_cluster"), "{e:?}");
+}

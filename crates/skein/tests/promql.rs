@@ -939,6 +939,11 @@ fn otlp_metrics_appear_under_prometheus_names() {
         (&"h1".into(), &"checkout".into()),
         "{ti}"
     );
+    // `info` joins the resource's attributes back on by job and instance.
+    let joined = ask("info(requests_total{code=\"503\"})");
+    assert_eq!(joined[0]["metric"]["host_name"], "h1", "{joined}");
+    assert_eq!(joined[0]["value"][1], "7", "{joined}");
+    assert_eq!(ask("info(requests_total, {host_name=\"h2\"})"), Value::Array(vec![]));
     let (_, meta) = get(&client, &format!("{}/prometheus/api/v1/metadata", skein.api), &[]);
     assert_eq!(meta["data"]["requests_total"][0]["type"], "counter", "{meta}");
     assert_eq!(

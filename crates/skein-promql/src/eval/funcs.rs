@@ -125,6 +125,7 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, c: &Call, t: i64) -> Result<Value, Er
             let (series, _, _) = matrix(ev, arg(0)?, t)?;
             Ok(Value::Vector(absent(series.is_empty(), arg(0)?)))
         }
+        "info" => ev.info(c, t).map(Value::Vector),
         "absent" => {
             let v = ev.eval_vector(arg(0)?, t)?;
             Ok(Value::Vector(absent(v.is_empty(), arg(0)?)))

@@ -14,6 +14,7 @@
 //! are aligned to multiples of the step since the epoch.
 
 pub(crate) mod funcs;
+mod info;
 mod seek;
 
 use std::collections::HashMap;
@@ -22,7 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use promql_parser::label::{MatchOp, Matcher};
 use promql_parser::parser::token::{self, TokenType};
 use promql_parser::parser::{
-    AggregateExpr, AtModifier, BinaryExpr, Expr, LabelModifier, Offset, SubqueryExpr, VectorMatchCardinality,
+    AggregateExpr, AtModifier, BinaryExpr, Call, Expr, LabelModifier, Offset, SubqueryExpr, VectorMatchCardinality,
     VectorSelector,
 };
 
@@ -218,6 +219,18 @@ fn key(vs: &VectorSelector) -> usize {
     vs as *const VectorSelector as usize
 }
 
+fn call_key(c: &Call) -> usize {
+    c as *const Call as usize
+}
+
+/// What a query reads before its first step.
+enum Read<'e> {
+    /// A selector's series over `[lo, hi]`.
+    Selector(&'e VectorSelector, i64, i64),
+    /// The info series of an `info` call over `[lo, hi]`.
+    Info(&'e Call, i64, i64),
+}
+
 pub(crate) struct Evaluator<'a> {
     source: &'a dyn SeriesSource,
     pub(crate) opts: Options,
@@ -227,6 +240,8 @@ pub(crate) struct Evaluator<'a> {
     /// Series of each selector (by the address of its AST node), with a
     /// cursor per series.
     data: HashMap<usize, (Vec<Series>, Cursors)>,
+    /// The info series of each `info` call (by the address of its node).
+    infos: HashMap<usize, (Vec<Series>, Cursors)>,
 }
 
 impl<'a> Evaluator<'a> {
@@ -237,6 +252,7 @@ impl<'a> Evaluator<'a> {
             start,
             end,
             data: HashMap::new(),
+            infos: HashMap::new(),
         }
     }
 
@@ -251,25 +267,29 @@ impl<'a> Evaluator<'a> {
 
     /// Reads every selector's series for the times it can be evaluated at.
     fn prefetch(&mut self, expr: &Expr) -> Result<(), Error> {
-        let mut wants = Vec::new();
-        self.plan(expr, self.start, self.end, &mut wants);
-        for (vs, lo, hi) in wants {
-            let mut series = self
-                .source
-                .select(&selector_matchers(vs), lo, hi)
-                .map_err(Error::Internal)?;
+        let mut reads = Vec::new();
+        self.plan(expr, self.start, self.end, &mut reads);
+        for read in reads {
+            let (matchers, lo, hi) = match read {
+                Read::Selector(vs, lo, hi) => (selector_matchers(vs), lo, hi),
+                Read::Info(c, lo, hi) => (info::InfoPlan::of(c)?.select, lo, hi),
+            };
+            let mut series = self.source.select(&matchers, lo, hi).map_err(Error::Internal)?;
             // In label order, as Prometheus's storage hands series over:
             // what `limitk` keeps is the first k of its input.
             series.sort_by(|a, b| a.labels.cmp(&b.labels));
             let cursors = Cursors::new(series.len());
-            self.data.insert(key(vs), (series, cursors));
+            match read {
+                Read::Selector(vs, ..) => self.data.insert(key(vs), (series, cursors)),
+                Read::Info(c, ..) => self.infos.insert(call_key(c), (series, cursors)),
+            };
         }
         Ok(())
     }
 
-    /// The sample windows each selector under `expr` needs when `expr` is
-    /// evaluated at times in `[lo, hi]`.
-    fn plan<'e>(&self, expr: &'e Expr, lo: i64, hi: i64, out: &mut Vec<(&'e VectorSelector, i64, i64)>) {
+    /// The sample windows each selector (and `info` call) under `expr`
+    /// needs when `expr` is evaluated at times in `[lo, hi]`.
+    fn plan<'e>(&self, expr: &'e Expr, lo: i64, hi: i64, out: &mut Vec<Read<'e>>) {
         let refs = |at: &Option<AtModifier>, off: &Option<Offset>| {
             let o = offset_ms(off);
             match self.at_ms(at) {
@@ -280,11 +300,11 @@ impl<'a> Evaluator<'a> {
         match expr {
             Expr::VectorSelector(vs) => {
                 let (a, b) = refs(&vs.at, &vs.offset);
-                out.push((vs, a - self.opts.lookback_ms, b));
+                out.push(Read::Selector(vs, a - self.opts.lookback_ms, b));
             }
             Expr::MatrixSelector(m) => {
                 let (a, b) = refs(&m.vs.at, &m.vs.offset);
-                out.push((&m.vs, a - ms(&m.range), b));
+                out.push(Read::Selector(&m.vs, a - ms(&m.range), b));
             }
             Expr::Subquery(sq) => {
                 let (a, b) = refs(&sq.at, &sq.offset);
@@ -302,6 +322,14 @@ impl<'a> Evaluator<'a> {
                 self.plan(&b.rhs, lo, hi, out);
             }
             Expr::Paren(p) => self.plan(&p.expr, lo, hi, out),
+            // The second argument of `info` selects info series, read at
+            // each step as an instant selector reads.
+            Expr::Call(c) if c.func.name == "info" => {
+                if let Some(a) = c.args.args.first() {
+                    self.plan(a, lo, hi, out);
+                }
+                out.push(Read::Info(c, lo - self.opts.lookback_ms, hi));
+            }
             Expr::Call(c) => {
                 for a in &c.args.args {
                     self.plan(a, lo, hi, out);
