@@ -73,10 +73,6 @@ impl Labels {
         Labels::sorted(self.pairs().iter().filter(|(k, _)| keep(k)).cloned().collect())
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.pairs().is_empty()
-    }
-
     pub fn get(&self, name: &str) -> Option<&str> {
         let pairs = self.pairs();
         pairs

@@ -3,7 +3,8 @@
 //! points into series itself.
 //!
 //! Nothing is collected here: each point is handed to the caller as it is
-//! decoded, a part at most [`CHUNK`] rows at a time, so memory is the
+//! decoded, a part at most [`CHUNK`] rows at a time (a few such batches in
+//! flight when decoding is shared among threads), so memory is the
 //! caller's (the series a query needs) and one key per series met, not the
 //! scan's. The name and attribute postings only narrow: every point's name,
 //! attributes and time are checked again before the caller sees it.

@@ -797,7 +797,6 @@ fn bucket_quantile(q: f64, mut b: Vec<(f64, f64)>) -> f64 {
     start + (end - start) * (rank / count)
 }
 
-/// The group's labels of a sample under `by`/`without`.
 /// Whether label `k` of a sample is one of its group's under `m`.
 fn in_group(k: &str, m: Option<&LabelModifier>) -> bool {
     match m {
@@ -807,6 +806,7 @@ fn in_group(k: &str, m: Option<&LabelModifier>) -> bool {
     }
 }
 
+/// The group's labels of a sample under `by`/`without`.
 fn group_labels(l: &Labels, m: Option<&LabelModifier>) -> Labels {
     l.filtered(|k| in_group(k, m))
 }

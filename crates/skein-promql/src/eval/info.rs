@@ -21,8 +21,9 @@ use std::collections::{HashMap, HashSet};
 use promql_parser::label::{MatchOp, Matcher};
 use promql_parser::parser::{Call, Expr};
 
+use super::seek::Cursors;
 use super::{Evaluator, Sample, selector_matchers};
-use crate::{Error, Labels, NAME, is_stale_nan};
+use crate::{Error, Labels, NAME, Series, is_stale_nan};
 
 /// The labels an info series and the series it describes share.
 const IDENTIFYING: [&str; 2] = ["instance", "job"];
@@ -80,7 +81,9 @@ impl Evaluator<'_> {
             .first()
             .ok_or_else(|| Error::BadData("function info: missing argument 1".into()))?;
         let base = self.eval_vector(arg, t)?;
-        let plan = InfoPlan::of(c)?;
+        let Some((plan, infos, cursors)) = self.infos.get(&super::call_key(c)) else {
+            return Err(Error::Internal("info: its series were not read".into()));
+        };
         let is_info = |l: &Labels| {
             let name = l.get(NAME).unwrap_or("");
             plan.names.iter().all(|m| m.is_match(name))
@@ -99,7 +102,7 @@ impl Evaluator<'_> {
         let mut found: HashMap<Signature<'_>, InfoSample<'_>> = HashMap::new();
         let mut names: Vec<&str> = Vec::new();
         if wanted.iter().any(|w| !w.is_empty()) {
-            for (labels, time) in self.info_samples(c, t) {
+            for (labels, time) in self.info_samples(infos, cursors, t) {
                 let relevant = IDENTIFYING
                     .iter()
                     .zip(&wanted)
@@ -167,12 +170,9 @@ impl Evaluator<'_> {
         Ok(out)
     }
 
-    /// Each info series of call `c` with a sample at `t`: its labels and
-    /// the time of its newest sample within the lookback delta.
-    fn info_samples(&self, c: &Call, t: i64) -> Vec<(&Labels, i64)> {
-        let Some((series, cursors)) = self.infos.get(&super::call_key(c)) else {
-            return Vec::new();
-        };
+    /// Each info series with a sample at `t`: its labels and the time of
+    /// its newest sample within the lookback delta.
+    fn info_samples<'s>(&self, series: &'s [Series], cursors: &Cursors, t: i64) -> Vec<(&'s Labels, i64)> {
         let mut out = Vec::new();
         for (n, s) in series.iter().enumerate() {
             let i = cursors.seek(n, &s.samples, |ts| ts <= t);

@@ -240,8 +240,9 @@ pub(crate) struct Evaluator<'a> {
     /// Series of each selector (by the address of its AST node), with a
     /// cursor per series.
     data: HashMap<usize, (Vec<Series>, Cursors)>,
-    /// The info series of each `info` call (by the address of its node).
-    infos: HashMap<usize, (Vec<Series>, Cursors)>,
+    /// Each `info` call's plan and info series (by the address of its
+    /// node).
+    infos: HashMap<usize, (info::InfoPlan, Vec<Series>, Cursors)>,
 }
 
 impl<'a> Evaluator<'a> {
@@ -270,21 +271,29 @@ impl<'a> Evaluator<'a> {
         let mut reads = Vec::new();
         self.plan(expr, self.start, self.end, &mut reads);
         for read in reads {
-            let (matchers, lo, hi) = match read {
-                Read::Selector(vs, lo, hi) => (selector_matchers(vs), lo, hi),
-                Read::Info(c, lo, hi) => (info::InfoPlan::of(c)?.select, lo, hi),
-            };
-            let mut series = self.source.select(&matchers, lo, hi).map_err(Error::Internal)?;
-            // In label order, as Prometheus's storage hands series over:
-            // what `limitk` keeps is the first k of its input.
-            series.sort_by(|a, b| a.labels.cmp(&b.labels));
-            let cursors = Cursors::new(series.len());
             match read {
-                Read::Selector(vs, ..) => self.data.insert(key(vs), (series, cursors)),
-                Read::Info(c, ..) => self.infos.insert(call_key(c), (series, cursors)),
-            };
+                Read::Selector(vs, lo, hi) => {
+                    let selected = self.select(&selector_matchers(vs), lo, hi)?;
+                    self.data.insert(key(vs), selected);
+                }
+                Read::Info(c, lo, hi) => {
+                    let plan = info::InfoPlan::of(c)?;
+                    let (series, cursors) = self.select(&plan.select, lo, hi)?;
+                    self.infos.insert(call_key(c), (plan, series, cursors));
+                }
+            }
         }
         Ok(())
+    }
+
+    /// The series `matchers` select over `[lo, hi]`, each with a cursor.
+    fn select(&self, matchers: &[Matcher], lo: i64, hi: i64) -> Result<(Vec<Series>, Cursors), Error> {
+        let mut series = self.source.select(matchers, lo, hi).map_err(Error::Internal)?;
+        // In label order, as Prometheus's storage hands series over: what
+        // `limitk` keeps is the first k of its input.
+        series.sort_by(|a, b| a.labels.cmp(&b.labels));
+        let cursors = Cursors::new(series.len());
+        Ok((series, cursors))
     }
 
     /// The sample windows each selector (and `info` call) under `expr`
@@ -339,11 +348,9 @@ impl<'a> Evaluator<'a> {
         }
     }
 
-    fn series(&self, vs: &VectorSelector) -> (&[Series], Option<&Cursors>) {
-        match self.data.get(&key(vs)) {
-            Some((series, cursors)) => (series, Some(cursors)),
-            None => (&[], None),
-        }
+    /// A selector's series and their cursors (none before `prefetch`).
+    fn series(&self, vs: &VectorSelector) -> Option<&(Vec<Series>, Cursors)> {
+        self.data.get(&key(vs))
     }
 
     /// The instant vector of a selector at `t`; with `times`, the sample
@@ -351,12 +358,11 @@ impl<'a> Evaluator<'a> {
     pub(crate) fn vector_selector(&self, vs: &VectorSelector, t: i64) -> Vec<(Sample, i64)> {
         let r = self.at_ms(&vs.at).unwrap_or(t) - offset_ms(&vs.offset);
         let mut out = Vec::new();
-        let (series, cursors) = self.series(vs);
+        let Some((series, cursors)) = self.series(vs) else {
+            return out;
+        };
         for (n, s) in series.iter().enumerate() {
-            let i = match cursors {
-                Some(c) => c.seek(n, &s.samples, |ts| ts <= r),
-                None => s.samples.partition_point(|(ts, _)| *ts <= r),
-            };
+            let i = cursors.seek(n, &s.samples, |ts| ts <= r);
             if i == 0 {
                 continue;
             }
@@ -379,23 +385,21 @@ impl<'a> Evaluator<'a> {
         let end = self.at_ms(&vs.at).unwrap_or(t) - offset_ms(&vs.offset);
         let start = end - range;
         let mut series = Vec::new();
-        let (selected, cursors) = self.series(vs);
-        for (n, s) in selected.iter().enumerate() {
-            let lo = match cursors {
-                Some(c) => c.seek(n, &s.samples, |ts| ts < start),
-                None => s.samples.partition_point(|(ts, _)| *ts < start),
-            };
-            let hi = lo + seek::seek(&s.samples[lo..], 0, |ts| ts <= end);
-            let samples: Vec<(i64, f64)> = s.samples[lo..hi]
-                .iter()
-                .copied()
-                .filter(|(_, v)| !is_stale_nan(*v))
-                .collect();
-            if !samples.is_empty() {
-                series.push(Series {
-                    labels: s.labels.clone(),
-                    samples,
-                });
+        if let Some((selected, cursors)) = self.series(vs) {
+            for (n, s) in selected.iter().enumerate() {
+                let lo = cursors.seek(n, &s.samples, |ts| ts < start);
+                let hi = lo + seek::seek(&s.samples[lo..], 0, |ts| ts <= end);
+                let samples: Vec<(i64, f64)> = s.samples[lo..hi]
+                    .iter()
+                    .copied()
+                    .filter(|(_, v)| !is_stale_nan(*v))
+                    .collect();
+                if !samples.is_empty() {
+                    series.push(Series {
+                        labels: s.labels.clone(),
+                        samples,
+                    });
+                }
             }
         }
         Value::Matrix {
