@@ -88,7 +88,7 @@ impl SeriesSink for Collect {
     fn point(&mut self, p: &MetricPoint) {
         self.got.push(p.clone());
     }
-    fn series(&mut self, p: &MetricPoint) -> Option<u32> {
+    fn series(&mut self, _key: u64, p: &MetricPoint) -> Option<u32> {
         // Skip every third series: its samples must not come.
         if self.described.len() % 3 == 2 {
             self.described.push(p.clone());

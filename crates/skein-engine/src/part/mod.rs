@@ -12,6 +12,7 @@ mod constants;
 pub mod index;
 pub mod page_cache;
 mod reader;
+pub mod series_memo;
 mod sink;
 mod writer;
 

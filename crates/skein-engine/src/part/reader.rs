@@ -17,6 +17,7 @@ use super::columns::SharedParse;
 use super::constants::{self, ConstantColumns};
 use super::index::{self, IndexBuilder, PartIndex};
 use super::page_cache::{self, CachedRowGroups, PageCache};
+use super::series_memo::SeriesMemo;
 use super::{Columnar, META_KEY, PartMeta, index_name, parquet_name, text_name};
 use crate::error::{Error, Result};
 use crate::query::Window;
@@ -48,7 +49,9 @@ pub struct Part {
     /// A span part's calls table (none for an older part, and for other
     /// signals).
     calls: Option<CallsTable>,
-    /// [`Part::memory_bytes`], counted once: a part never changes, and
+    /// A metric part's series, as its scans met them.
+    series: SeriesMemo,
+    /// [`Part::memory_bytes`] but the series memo, counted once: a part never changes, and
     /// counting walks every posting (`/api/v1/stats` and `/metrics` ask on
     /// every call; a client polling them took a tenth of a busy server).
     memory: std::sync::OnceLock<usize>,
@@ -247,6 +250,7 @@ impl Part {
             page_cache: None,
             parsed: SharedParse::default(),
             calls,
+            series: SeriesMemo::default(),
             memory: std::sync::OnceLock::new(),
         })
     }
@@ -298,7 +302,13 @@ impl Part {
                 + self.arrow_meta.metadata().memory_size()
                 + self.text_index_memory_bytes() as usize
                 + self.calls.as_ref().map_or(0, CallsTable::memory_bytes)
-        })
+        }) + self.series.memory_bytes()
+    }
+
+    /// The series a metric part's scans have described (see
+    /// [`SeriesMemo`]).
+    pub fn series_memo(&self) -> &SeriesMemo {
+        &self.series
     }
 
     /// Bytes of the full-text index's file.

@@ -14,8 +14,10 @@
 //! is read whole: a number series (gauge or sum) is checked and described
 //! to the caller ([`SeriesSink::series`]), and its other rows carry the
 //! caller's answer, so a series' attributes, resource and scope are parsed
-//! once per scan, not once per point. The points of other series, of parts
-//! written before series keys, and of the hot tier are handed over whole.
+//! once per scan, not once per point; the part's memo
+//! (`part::series_memo`) keeps it for later scans, which skip even that
+//! read. The points of other series, of parts written before series keys,
+//! and of the hot tier are handed over whole.
 //!
 //! A point may be seen twice when the same record sits in two sources at
 //! once (a frozen hot table and the part it was just flushed to): metric
@@ -44,11 +46,13 @@ pub trait SeriesSink {
     /// A point handed over whole: from the hot tier, from a part written
     /// before series keys, or not a number point.
     fn point(&mut self, p: &MetricPoint);
-    /// The first point the scan meets of a part's number series: the
-    /// handle its samples will carry, or `None` to skip them. The series'
-    /// points share this one's metric name, kind and unit, attributes,
-    /// resource attributes and scope (`stats::series_key`).
-    fn series(&mut self, p: &MetricPoint) -> Option<u32>;
+    /// A point of a part's number series, the first time the scan meets
+    /// the series there: the handle its samples will carry, or `None` to
+    /// skip them. The series' points share this one's metric name, kind
+    /// and unit, attributes, resource attributes and scope, all that `key`
+    /// hashes (`stats::series_key`, the same in every part); its time and
+    /// value are not the series' samples.
+    fn series(&mut self, key: u64, p: &MetricPoint) -> Option<u32>;
     /// A sample of a series [`SeriesSink::series`] kept.
     fn sample(&mut self, series: u32, time_unix_nano: u64, value: Option<Number>, flags: u32);
 }
@@ -75,11 +79,7 @@ fn scan_split(
     sink: &mut dyn SeriesSink,
     split: Split,
 ) -> Result<u64> {
-    let wanted = |p: &MetricPoint| {
-        w.contains(p.time())
-            && names.is_none_or(|ns| ns.iter().any(|n| *n == p.metric.name))
-            && filters.iter().all(|f| f.matches_point(p))
-    };
+    let want = Want { w, names, filters };
     let groups: Vec<_> = filters.iter().filter_map(AttrFilter::group_without_events).collect();
     let mut used = Vec::new();
     let mut examined = 0u64;
@@ -92,7 +92,7 @@ fn scan_split(
                     examined += 1;
                     if m.is_live(row) && w.contains(m.time(row)) {
                         let p = m.row(row);
-                        if wanted(p) {
+                        if want.point(p) {
                             sink.point(p);
                         }
                     }
@@ -149,11 +149,32 @@ fn scan_split(
                 rows.remove_range(..range.start);
                 rows.remove_range(range.end..);
                 examined += rows.len();
-                read_part(p, &rows, w, &wanted, sink, &mut known, split)?;
+                read_part(p, &rows, &want, sink, &mut known, split)?;
             }
         }
     }
     Ok(examined)
+}
+
+/// What a scan hands over: points in its window, of its metric names,
+/// that every filter matches.
+struct Want<'a> {
+    w: Window,
+    names: Option<&'a [String]>,
+    filters: &'a [AttrFilter],
+}
+
+impl Want<'_> {
+    fn point(&self, p: &MetricPoint) -> bool {
+        self.w.contains(p.time()) && self.series(p)
+    }
+
+    /// Whether the points of `p`'s series are wanted, their times aside:
+    /// what a series' points share decides.
+    fn series(&self, p: &MetricPoint) -> bool {
+        self.names.is_none_or(|ns| ns.iter().any(|n| *n == p.metric.name))
+            && self.filters.iter().all(|f| f.matches_point(p))
+    }
 }
 
 /// What a scan knows of a series key once it has read the key's first
@@ -191,8 +212,8 @@ impl Split {
 /// Sample rows decoded from a part, with their row numbers.
 type Decoded = (Vec<u32>, Vec<SampleRow>);
 
-/// Hands `sink` the points of `rows` of part `p` that are in `w` and
-/// `wanted`: number points as samples of the series in `known` (by series
+/// Hands `sink` the points of `rows` of part `p` that `want` takes:
+/// number points as samples of the series in `known` (by series
 /// key), which grows by the series met here; other points whole.
 ///
 /// Decoding the sample columns is most of the work of a large read, so
@@ -203,8 +224,7 @@ type Decoded = (Vec<u32>, Vec<SampleRow>);
 fn read_part(
     p: &Part,
     rows: &RoaringBitmap,
-    w: Window,
-    wanted: &dyn Fn(&MetricPoint) -> bool,
+    want: &Want,
     sink: &mut dyn SeriesSink,
     known: &mut FastMap<u64, Known>,
     split: Split,
@@ -212,7 +232,7 @@ fn read_part(
     let Some(shares) = shares(p, rows, split) else {
         for batch in decode(p, rows)? {
             let (ids, samples) = batch?;
-            hand_over(p, &ids, &samples, w, wanted, sink, known)?;
+            hand_over(p, &ids, &samples, want, sink, known)?;
         }
         return Ok(());
     };
@@ -242,7 +262,7 @@ fn read_part(
         // its next batch and the scope's end waits for nothing long.
         for batch in rx {
             let (ids, samples) = batch?;
-            hand_over(p, &ids, &samples, w, wanted, sink, known)?;
+            hand_over(p, &ids, &samples, want, sink, known)?;
         }
         Ok(())
     })
@@ -293,13 +313,13 @@ fn hand_over(
     p: &Part,
     ids: &[u32],
     samples: &[SampleRow],
-    w: Window,
-    wanted: &dyn Fn(&MetricPoint) -> bool,
+    want: &Want,
     sink: &mut dyn SeriesSink,
     known: &mut FastMap<u64, Known>,
 ) -> Result<()> {
-    // The first row of each key not met yet, read whole to learn what the
-    // series is (ascending, as `read_rows` asks).
+    let w = want.w;
+    // The first row of each key not met yet (ascending, as `read_rows`
+    // asks), unless the part's memo describes its series already.
     let mut first = Vec::new();
     let mut keys = Vec::new();
     let mut met = FastSet::default();
@@ -313,13 +333,34 @@ fn hand_over(
             keys.push(key);
         }
     }
-    for (point, key) in p.read_rows::<MetricPoint>(&first)?.iter().zip(keys) {
+    let mut describe = |point: &MetricPoint, key: u64| {
         let is = match point.value {
-            PointValue::Number(_) if wanted(point) => sink.series(point).map_or(Known::Skipped, Known::Samples),
+            PointValue::Number(_) if want.series(point) => {
+                sink.series(key, point).map_or(Known::Skipped, Known::Samples)
+            }
             PointValue::Number(_) => Known::Skipped,
             _ => Known::Whole,
         };
         known.insert(key, is);
+    };
+    if !keys.is_empty() {
+        let memo = p.series_memo();
+        let mut unread = (Vec::new(), Vec::new());
+        for ((kept, key), row) in memo.get(&keys).into_iter().zip(keys).zip(first) {
+            match kept {
+                Some(point) => describe(&point, key),
+                None => {
+                    unread.0.push(row);
+                    unread.1.push(key);
+                }
+            }
+        }
+        for (point, key) in p.read_rows::<MetricPoint>(&unread.0)?.iter().zip(unread.1) {
+            if let PointValue::Number(_) = point.value {
+                memo.keep(key, point);
+            }
+            describe(point, key);
+        }
     }
     let mut whole = Vec::new();
     for (s, &row) in samples.iter().zip(ids) {
@@ -333,7 +374,7 @@ fn hand_over(
         }
     }
     for point in p.read_rows::<MetricPoint>(&whole)? {
-        if wanted(&point) {
+        if want.point(&point) {
             sink.point(&point);
         }
     }
@@ -361,7 +402,8 @@ mod tests {
         fn point(&mut self, p: &MetricPoint) {
             self.seen.push(format!("whole {p:?}"));
         }
-        fn series(&mut self, p: &MetricPoint) -> Option<u32> {
+        fn series(&mut self, key: u64, p: &MetricPoint) -> Option<u32> {
+            assert_eq!(key, crate::stats::series_key(p, crate::stats::series_id(p)));
             self.described.push(p.clone());
             Some((self.described.len() - 1) as u32)
         }
@@ -432,6 +474,38 @@ mod tests {
 
     fn shares_none(p: &Part, rows: &RoaringBitmap, split: Split) -> bool {
         shares(p, rows, split).is_none()
+    }
+
+    fn scan_sorted(p: &Arc<Part>, filters: &[AttrFilter], w: Window) -> Vec<String> {
+        let mut r = Recorder::default();
+        scan_split(&[Source::Part(p.clone())], None, filters, w, &mut r, Split::machine()).unwrap();
+        r.seen.sort();
+        r.seen
+    }
+
+    #[test]
+    fn later_scans_describe_series_from_the_memo_with_the_same_answers() {
+        let points = testdata::metric_points(3000);
+        let t0 = points[0].time_unix_nano;
+        let s = 1_000_000_000;
+        let (early, late) = (
+            Window::new(t0, t0 + 1000 * s),
+            Window::new(t0 + 2000 * s, t0 + 3000 * s),
+        );
+        let host = [AttrFilter::eq(crate::AttrScope::Record, "host", "h1")];
+        let (_dir, p) = part(&points, 100);
+        let first = scan_sorted(&p, &[], early);
+        // Gauges and sums, by three hosts.
+        assert_eq!(p.series_memo().len(), 6);
+        // A kept point's time (in `early`) must not keep its series out of
+        // `late`, nor its first scan's verdict decide another's filters.
+        for (filters, w) in [(&host[..], late), (&[][..], late), (&[][..], early)] {
+            let (_fresh_dir, fresh) = part(&points, 100);
+            let answer = scan_sorted(&p, filters, w);
+            assert!(answer.iter().any(|a| a.starts_with("sample")));
+            assert_eq!(answer, scan_sorted(&fresh, filters, w));
+        }
+        assert_eq!(first, scan_sorted(&p, &[], early));
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! status (400 `bad_data`, 422 `execution`, 500 `internal`, 503
 //! `unavailable`).
 
+pub(crate) mod label_cache;
 pub mod remote_write;
 pub mod source;
 
@@ -26,7 +27,7 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
-use skein_engine::{Engine, MetricQuery};
+use skein_engine::MetricQuery;
 use skein_promql::eval::{self, Options};
 use skein_promql::params::{parse_duration, parse_time};
 use skein_promql::{Error, Matcher, json as pjson, naming};
@@ -34,7 +35,7 @@ use skein_promql::{Error, Matcher, json as pjson, naming};
 use crate::app::App;
 use crate::http_ingest;
 use crate::ingest::{IngestError, Metrics};
-use crate::tenancy::Tenant;
+use crate::tenancy::{Space, Tenant};
 use source::EngineSource;
 
 /// Every route, for the docs and the tests.
@@ -169,14 +170,14 @@ fn now_ms() -> i64 {
 /// success envelope, or its error.
 async fn run<F>(app: &Arc<App>, tenant: &Tenant, endpoint: &'static str, f: F) -> Response
 where
-    F: FnOnce(&Engine) -> Result<Value, Error> + Send + 'static,
+    F: FnOnce(&Space) -> Result<Value, Error> + Send + 'static,
 {
-    let engine = match app.space(tenant).await {
-        Ok(s) => s.engine.clone(),
+    let space = match app.space(tenant).await {
+        Ok(s) => s,
         Err(e) => return unavailable(e.message()),
     };
     let started = Instant::now();
-    let out = tokio::task::spawn_blocking(move || f(&engine)).await;
+    let out = tokio::task::spawn_blocking(move || f(&space)).await;
     app.metrics.observe_query(endpoint, started.elapsed().as_secs_f64());
     match out {
         Ok(Ok(data)) => axum::Json(pjson::success(data)).into_response(),
@@ -206,7 +207,7 @@ async fn query(
         Err(e) => return error_response(&e),
     };
     run(&app, &tenant, "prometheus_query", move |e| {
-        let v = eval::instant(&EngineSource { engine: e }, &expr, t, opts)?;
+        let v = eval::instant(&EngineSource::of(e), &expr, t, opts)?;
         Ok(pjson::instant_data(&v, t))
     })
     .await
@@ -233,7 +234,7 @@ async fn query_range(
         return error_response(&Error::BadData("end timestamp must not be before start time".into()));
     }
     run(&app, &tenant, "prometheus_query_range", move |e| {
-        let m = eval::range(&EngineSource { engine: e }, &expr, start, end, step, opts)?;
+        let m = eval::range(&EngineSource::of(e), &expr, start, end, step, opts)?;
         Ok(pjson::range_data(&m))
     })
     .await
@@ -288,7 +289,7 @@ async fn series(
         Err(e) => return error_response(&e),
     };
     run(&app, &tenant, "prometheus_series", move |e| {
-        let src = EngineSource { engine: e };
+        let src = EngineSource::of(e);
         let mut set = BTreeSet::new();
         for m in &sels {
             let mut seen = 0;
@@ -308,13 +309,13 @@ async fn series(
 
 /// The label sets matching `match[]` (every series when none is given).
 fn label_sets(
-    e: &Engine,
+    e: &Space,
     sels: &[Vec<Matcher>],
     start: i64,
     end: i64,
     f: &mut dyn FnMut(&skein_promql::Labels),
 ) -> Result<(), Error> {
-    let src = EngineSource { engine: e };
+    let src = EngineSource::of(e);
     let any = vec![vec![]];
     for m in if sels.is_empty() { &any } else { sels } {
         let mut seen = 0;
@@ -410,7 +411,8 @@ async fn metadata(
         Some(Ok(_)) => None,
         Some(Err(_)) => return error_response(&Error::BadData("invalid parameter \"limit\": not a number".into())),
     };
-    run(&app, &tenant, "prometheus_metadata", move |e| {
+    run(&app, &tenant, "prometheus_metadata", move |space| {
+        let e = &space.engine;
         let mut out: BTreeMap<String, Value> = BTreeMap::new();
         for m in e.metric_names(skein_engine::Window::default()) {
             // The newest point of each metric describes it.

@@ -30,6 +30,8 @@ pub struct Space {
     pub arrivals: broadcast::Sender<Arrival>,
     /// SQL over this engine, made on first use.
     sql: OnceLock<Arc<skein_sql::Sql>>,
+    /// The Prometheus labels of the engine's series, kept across queries.
+    pub prometheus_labels: crate::prometheus::label_cache::LabelCache,
 }
 
 impl Space {
@@ -39,6 +41,7 @@ impl Space {
             engine,
             arrivals: broadcast::channel(4096).0,
             sql: OnceLock::new(),
+            prometheus_labels: Default::default(),
         }
     }
 
