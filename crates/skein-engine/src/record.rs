@@ -42,6 +42,13 @@ impl Signal {
     pub fn index(self) -> usize {
         self as usize
     }
+
+    /// Whether the signal's records hold text that full-text search
+    /// reads (`text::TextRecord`): metric points hold none, so their
+    /// tiers and parts get no text index.
+    pub fn has_text(self) -> bool {
+        !matches!(self, Signal::Metrics)
+    }
 }
 
 /// A record's identity. Spans: (trace_id, span_id). Logs and metric points:

@@ -253,6 +253,8 @@ fn indexes_are_built_used_and_optional() {
         e.ingest_logs((0..40).map(|i| log(i, (i % 4) as u8)).collect()).unwrap();
         e.ingest_spans((0..40).map(|i| span(i, (i % 4) as u8, (i % 4) as u8)).collect())
             .unwrap();
+        // Metric points hold no text: their parts get no index.
+        e.ingest_metrics(skein_engine::testdata::metric_points(40)).unwrap();
         let hot = e
             .search_logs(&LogQuery {
                 text: Some(q.clone()),
@@ -281,7 +283,13 @@ fn indexes_are_built_used_and_optional() {
                 "{:?}",
                 flushed.explain
             );
-            assert_eq!(txt.len(), 2, "one text index per part: {txt:?}");
+            assert_eq!(txt.len(), 2, "one text index per span or log part: {txt:?}");
+            assert!(!txt.iter().any(|t| t.contains("metrics")), "{txt:?}");
+            assert!(
+                walk(dir.path())
+                    .iter()
+                    .any(|p| p.contains("metrics") && p.ends_with(".parquet"))
+            );
             assert!(stats.text_index_bytes > 0);
         } else {
             assert!(!flushed.explain.index_used.iter().any(|i| i == "text index"));

@@ -195,8 +195,9 @@ impl Inner {
         // otherwise (full text turned on later, a damaged or missing file)
         // the output's is built from its rows, which heals it.
         let texts: Option<Vec<&PartTextIndex>> = inputs.iter().map(|p| p.text_index()).collect();
-        let texts = texts.filter(|_| self.opts.full_text && erase.is_none());
-        if self.opts.full_text && texts.is_none() {
+        let full_text = self.opts.full_text && R::SIGNAL.has_text();
+        let texts = texts.filter(|_| full_text && erase.is_none());
+        if full_text && texts.is_none() {
             // Every payload a part references is in a pack (flush writes the
             // pack first), and garbage collection runs between merges.
             writer = writer.with_text_index(Some(self.payload_text(Vec::new())));

@@ -1175,7 +1175,7 @@ impl Inner {
             },
         )?
         .with_index(index);
-        if self.opts.full_text {
+        if self.opts.full_text && R::SIGNAL.has_text() {
             // The tier's payloads are in a pack by now, and still in the tier.
             w = w.with_text_index(Some(self.payload_text(vec![frozen.tier.clone()])));
         }

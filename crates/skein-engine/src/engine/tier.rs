@@ -80,9 +80,9 @@ impl Tier {
             let mut table = t.write();
             *table = std::mem::take(&mut *table).with_text_index(on);
         }
-        set(&self.spans, on);
-        set(&self.logs, on);
-        set(&self.metrics, on);
+        set(&self.spans, on && Signal::Spans.has_text());
+        set(&self.logs, on && Signal::Logs.has_text());
+        set(&self.metrics, on && Signal::Metrics.has_text());
         self
     }
 

@@ -662,6 +662,35 @@ mod tests {
     }
 
     #[test]
+    fn a_metric_parts_series_ids_are_a_dictionary() {
+        use parquet::basic::Encoding;
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn PartStore> = Arc::new(LocalStore::open(dir.path(), &["metrics"]).unwrap());
+        let mut w = PartWriter::<skein_model::MetricPoint>::new(
+            store,
+            PartMeta::new(Signal::Metrics, 1),
+            &WriterOptions::default(),
+        )
+        .unwrap();
+        let points = testdata::metric_points(20_000);
+        for p in &points {
+            w.push(Arc::new(p.clone())).unwrap();
+        }
+        let part = w.finish().unwrap();
+        let meta = part.arrow_meta.metadata();
+        let chunk = meta
+            .row_group(0)
+            .columns()
+            .iter()
+            .find(|c| c.column_path().string() == "series_id")
+            .unwrap();
+        assert!(chunk.encodings().any(|e| e == Encoding::RLE_DICTIONARY));
+        // 15 series: far below the eight bytes a row of plain ids.
+        let per_row = chunk.compressed_size() as f64 / meta.row_group(0).num_rows() as f64;
+        assert!(per_row < 1.0, "{per_row} bytes a row");
+    }
+
+    #[test]
     fn pages_of_bulky_columns_end_at_their_byte_limit() {
         // 1,000 spans with ~1 KiB of attributes each: one 1,024-row page
         // would make a point read decompress a megabyte for one row.

@@ -100,7 +100,11 @@ mod tests {
         // Kept by key: a later query does not derive them again.
         let again = cache.of(1, &point("b"), false);
         assert_eq!(again.sample, Some(sample.clone()));
-        let info = cache.of(1, &point("a"), true).target_info.expect("derived now").expect("has host.name");
+        let info = cache
+            .of(1, &point("a"), true)
+            .target_info
+            .expect("derived now")
+            .expect("has host.name");
         assert_eq!(info.get("host_name"), Some("a"));
         assert_eq!(cache.of(1, &point("a"), true).sample, Some(sample));
         assert_eq!(cache.len(), 1);

@@ -153,7 +153,9 @@ impl SeriesSink for Sink<'_, '_> {
         // Called once per series key: no identity lookup needed, and the
         // labels may be known from an earlier query.
         let derived = self.cache.of(key, p, self.target_info);
-        let series = self.memo.keep(derived.sample, derived.target_info.flatten(), self.matchers);
+        let series = self
+            .memo
+            .keep(derived.sample, derived.target_info.flatten(), self.matchers);
         if series.sample.is_none() && series.target_info.is_none() {
             return None;
         }
