@@ -55,7 +55,7 @@ impl SeriesMemo {
         self.bytes.load(Ordering::Relaxed)
     }
 
-    pub fn len(&self) -> usize {
+    pub fn kept(&self) -> usize {
         self.points.lock().len()
     }
 }
@@ -78,6 +78,6 @@ mod tests {
         for k in 0..MAX_SERIES as u64 + 10 {
             memo.keep(1000 + k, &points[2]);
         }
-        assert_eq!(memo.len(), MAX_SERIES);
+        assert_eq!(memo.kept(), MAX_SERIES);
     }
 }

@@ -496,7 +496,7 @@ mod tests {
         let (_dir, p) = part(&points, 100);
         let first = scan_sorted(&p, &[], early);
         // Gauges and sums, by three hosts.
-        assert_eq!(p.series_memo().len(), 6);
+        assert_eq!(p.series_memo().kept(), 6);
         // A kept point's time (in `early`) must not keep its series out of
         // `late`, nor its first scan's verdict decide another's filters.
         for (filters, w) in [(&host[..], late), (&[][..], late), (&[][..], early)] {

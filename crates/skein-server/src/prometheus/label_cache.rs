@@ -54,7 +54,7 @@ impl LabelCache {
         d
     }
 
-    pub fn len(&self) -> usize {
+    pub fn kept(&self) -> usize {
         self.by_key.lock().len()
     }
 }
@@ -107,6 +107,6 @@ mod tests {
             .expect("has host.name");
         assert_eq!(info.get("host_name"), Some("a"));
         assert_eq!(cache.of(1, &point("a"), true).sample, Some(sample));
-        assert_eq!(cache.len(), 1);
+        assert_eq!(cache.kept(), 1);
     }
 }
