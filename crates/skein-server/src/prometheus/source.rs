@@ -89,6 +89,8 @@ impl EngineSource<'_> {
             cache: self.labels,
             memo: LabelMemo::default(),
             handles: Vec::new(),
+            visit_numbers: Vec::new(),
+            seen: 0,
             f,
         };
         self.engine
@@ -107,17 +109,35 @@ struct Sink<'m, 'f> {
     memo: LabelMemo,
     /// The label sets of each series the scan described, by handle.
     handles: Vec<SeriesLabels>,
+    /// A label set's number in this visit, by its number in `memo`: the
+    /// memo numbers a series' sets when the scan describes it, which may be
+    /// before any of its samples falls in the window, or never; the visit
+    /// numbers them in the order their first sample is handed on.
+    visit_numbers: Vec<Option<usize>>,
+    seen: usize,
     f: &'f mut dyn FnMut(usize, &Labels, i64, f64),
 }
 
 impl Sink<'_, '_> {
     fn emit(&mut self, series: SeriesLabels, t: i64, v: Option<f64>) {
         if let (Some(i), Some(v)) = (series.sample, v) {
-            (self.f)(i, &self.memo.labels[i], t, v);
+            self.call(i, t, v);
         }
         if let Some(i) = series.target_info {
-            (self.f)(i, &self.memo.labels[i], t, 1.0);
+            self.call(i, t, 1.0);
         }
+    }
+
+    /// Hands on a sample of the memo's label set `i`.
+    fn call(&mut self, i: usize, t: i64, v: f64) {
+        if i >= self.visit_numbers.len() {
+            self.visit_numbers.resize(i + 1, None);
+        }
+        let n = *self.visit_numbers[i].get_or_insert_with(|| {
+            self.seen += 1;
+            self.seen - 1
+        });
+        (self.f)(n, &self.memo.labels[i], t, v);
     }
 }
 
@@ -137,7 +157,7 @@ impl SeriesSink for Sink<'_, '_> {
         for (l, v) in naming::samples(p) {
             if l.matches(self.matchers) {
                 let i = self.memo.number(l);
-                (self.f)(i, &self.memo.labels[i], t, v);
+                self.call(i, t, v);
             }
         }
         if self.target_info
@@ -145,7 +165,7 @@ impl SeriesSink for Sink<'_, '_> {
             && l.matches(self.matchers)
         {
             let i = self.memo.number(l);
-            (self.f)(i, &self.memo.labels[i], t, 1.0);
+            self.call(i, t, 1.0);
         }
     }
 
