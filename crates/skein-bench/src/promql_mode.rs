@@ -178,6 +178,7 @@ fn load(args: &PromqlArgs, t0: i64, scrapes: i64, urls: &[String]) -> Result<Vec
                             }
                         })
                         .collect(),
+                    histograms: Vec::new(),
                 })
                 .collect();
             let body = encode(&WriteRequest { timeseries });

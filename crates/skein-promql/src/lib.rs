@@ -11,10 +11,12 @@
 //! - [`params`]: the API's time, duration and step parameters.
 
 pub mod eval;
+pub mod histogram;
 pub mod json;
 pub mod naming;
 pub mod params;
 
+pub use histogram::FloatHistogram;
 pub use promql_parser::label::{MatchOp, Matcher};
 pub use promql_parser::parser::Expr;
 
@@ -166,12 +168,32 @@ impl std::fmt::Display for Labels {
 /// The metric name label.
 pub const NAME: &str = "__name__";
 
-/// One series: labels and samples `(milliseconds, value)`, ascending by
-/// time, one per timestamp.
+/// One series: labels, float samples `(milliseconds, value)` and native
+/// histogram samples, each ascending by time; one sample of either kind
+/// per timestamp.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Series {
     pub labels: Labels,
     pub samples: Vec<(i64, f64)>,
+    pub histograms: Vec<(i64, Arc<FloatHistogram>)>,
+}
+
+impl Series {
+    /// A series of float samples.
+    pub fn floats(labels: Labels, samples: Vec<(i64, f64)>) -> Series {
+        Series {
+            labels,
+            samples,
+            histograms: Vec::new(),
+        }
+    }
+}
+
+/// A sample's value: a float or a native histogram.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SampleValue {
+    Float(f64),
+    Histogram(Arc<FloatHistogram>),
 }
 
 /// Where the evaluator reads series from.

@@ -21,13 +21,17 @@
 //! unit, `job`/`instance` kept as `service.name`/`service.instance.id`) is
 //! read back under its own labels.
 //!
-//! Not exposed (yet): exponential histograms (Prometheus native histograms)
-//! and delta-temporality sums and histograms (Prometheus has no deltas).
+//! - exponential histograms as native histograms under the metric's name
+//!   ([`native_histogram`]; a scale finer than 8 coarsened to 8).
+//!
+//! Not exposed: delta-temporality sums and histograms (Prometheus has no
+//! deltas), exponential histograms of a scale below -4 (Prometheus has no
+//! such schema).
 
 use skein_model::metric::{Number, Temporality};
 use skein_model::{AnyValue, KeyValue, MetricDesc, MetricKind, MetricPoint, PointValue};
 
-use crate::{Labels, NAME, STALE_NAN_BITS, format_float};
+use crate::{FloatHistogram, Labels, NAME, STALE_NAN_BITS, format_float};
 
 fn valid_metric_name(s: &str) -> bool {
     let mut c = s.chars();
@@ -202,7 +206,11 @@ pub fn prometheus_metric(desc: &MetricDesc) -> Option<(String, &'static str)> {
         } => return None,
         MetricKind::Histogram { .. } => "histogram",
         MetricKind::Summary => "summary",
-        MetricKind::ExponentialHistogram { .. } => return None,
+        MetricKind::ExponentialHistogram {
+            temporality: Temporality::Delta,
+        } => return None,
+        // A native histogram, under the metric's own name.
+        MetricKind::ExponentialHistogram { .. } => "histogram",
     };
     Some((name, kind))
 }
@@ -371,6 +379,20 @@ pub fn samples(p: &MetricPoint) -> Vec<(Labels, f64)> {
         }
         PointValue::ExponentialHistogram(_) => Vec::new(),
     }
+}
+
+/// The native histogram sample of an exponential histogram point: its
+/// labels, and the histogram (`None`: the point is a staleness marker).
+/// `None` for any other point, and for one Prometheus cannot hold.
+pub fn native_histogram(p: &MetricPoint) -> Option<(Labels, Option<FloatHistogram>)> {
+    let PointValue::ExponentialHistogram(h) = &p.value else {
+        return None;
+    };
+    let (name, _) = prometheus_metric(&p.metric)?;
+    let h = FloatHistogram::from_otlp(h)?;
+    let labels = with(&base_labels(p), &name, None);
+    let stale = p.flags & 1 != 0;
+    Some((labels, (!stale).then_some(h)))
 }
 
 /// The `target_info` series of the point's resource: `job`, `instance`

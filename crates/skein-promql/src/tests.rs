@@ -23,6 +23,12 @@ impl SeriesSource for Mem {
                     .copied()
                     .filter(|(t, _)| *t >= start && *t <= end)
                     .collect(),
+                histograms: s
+                    .histograms
+                    .iter()
+                    .filter(|(t, _)| *t >= start && *t <= end)
+                    .cloned()
+                    .collect(),
             })
             .collect())
     }
@@ -33,10 +39,7 @@ fn l(pairs: &[(&str, &str)]) -> Labels {
 }
 
 fn series(pairs: &[(&str, &str)], samples: &[(i64, f64)]) -> Series {
-    Series {
-        labels: l(pairs),
-        samples: samples.to_vec(),
-    }
+    Series::floats(l(pairs), samples.to_vec())
 }
 
 fn instant(src: &Mem, q: &str, t: i64) -> Result<Value, crate::Error> {
@@ -299,7 +302,7 @@ proptest! {
             let mut p = vec![("__name__".to_string(), "m".to_string()), ("i".to_string(), i.to_string())];
             if let Some(a) = a { p.push(("a".into(), format!("v{a}"))); }
             if let Some(b) = b { p.push(("b".into(), format!("v{b}"))); }
-            Series { labels: Labels::from_pairs(p), samples: vec![(0, i as f64)] }
+            Series::floats(Labels::from_pairs(p), vec![(0, i as f64)])
         }).collect());
         let (sym, pred): (&str, Pred) = match op {
             0 => ("=", Box::new(move |v: Option<&str>| v.unwrap_or("") == format!("v{val}"))),
@@ -689,4 +692,246 @@ fn info_series_that_disagree_are_errors() {
     ));
     let e = instant(&src, r#"info(req_total, {__name__=~".+_info"})"#, 30_000).unwrap_err();
     assert!(e.message().contains("conflicting label: k8s_cluster"), "{e:?}");
+}
+
+// ---- native histograms ----
+
+use crate::FloatHistogram;
+use crate::histogram::Buckets;
+use std::sync::Arc;
+
+/// Schema 0 with `n` observations in (1, 2] and `n` in (2, 4]: count
+/// 2n, sum 5n.
+fn two_bucket(n: f64) -> FloatHistogram {
+    FloatHistogram {
+        schema: 0,
+        count: 2.0 * n,
+        sum: 5.0 * n,
+        positive: Buckets {
+            offset: 1,
+            counts: vec![n, n],
+        },
+        ..FloatHistogram::default()
+    }
+}
+
+fn hseries(pairs: &[(&str, &str)], points: &[(i64, FloatHistogram)]) -> Series {
+    Series {
+        labels: l(pairs),
+        samples: Vec::new(),
+        histograms: points.iter().map(|(t, h)| (*t, Arc::new(h.clone()))).collect(),
+    }
+}
+
+/// A histogram counter (every bucket +1 each 10 s, reset to 1 at 40 s)
+/// and a float counter holding its count, so a function of one can be
+/// checked against the same function of the other.
+fn histogram_counter() -> Mem {
+    let ns = [1.0, 2.0, 3.0, 4.0, 1.0, 2.0, 3.0];
+    let t = |i: usize| i as i64 * 10_000;
+    let hs: Vec<(i64, FloatHistogram)> = ns.iter().enumerate().map(|(i, n)| (t(i), two_bucket(*n))).collect();
+    let cs: Vec<(i64, f64)> = ns.iter().enumerate().map(|(i, n)| (t(i), 2.0 * n)).collect();
+    Mem(vec![
+        hseries(&[("__name__", "h"), ("job", "a")], &hs),
+        hseries(&[("__name__", "h"), ("job", "b")], &hs),
+        series(&[("__name__", "c"), ("job", "a")], &cs),
+    ])
+}
+
+fn one(src: &Mem, q: &str, t: i64) -> f64 {
+    let v = vector(src, q, t);
+    assert_eq!(v.len(), 1, "{q}: {v:?}");
+    v[0].1
+}
+
+#[test]
+fn a_histogram_selector_answers_its_newest_histogram() {
+    let src = histogram_counter();
+    match instant(&src, "h{job=\"a\"}", 25_000).unwrap() {
+        Value::Vector(v) => {
+            assert_eq!(v.len(), 1);
+            assert_eq!(v[0].histogram.as_deref(), Some(&two_bucket(3.0)));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(one(&src, "histogram_count(h{job=\"a\"})", 25_000), 6.0);
+    assert_eq!(one(&src, "histogram_sum(h{job=\"a\"})", 25_000), 15.0);
+    // Operations defined on floats only ignore histograms.
+    assert!(vector(&src, "h + 1", 25_000).is_empty());
+    assert!(vector(&src, "max(h)", 25_000).is_empty());
+    assert_eq!(one(&src, "count(h)", 25_000), 2.0);
+}
+
+#[test]
+fn histogram_rate_matches_the_rate_of_its_count_across_a_reset() {
+    let src = histogram_counter();
+    for (w, at) in [("30s", 30_000), ("1m", 60_000), ("25s", 60_000)] {
+        let h = one(&src, &format!("histogram_count(rate(h{{job=\"a\"}}[{w}]))"), at);
+        let c = one(&src, &format!("rate(c[{w}])"), at);
+        assert!((h - c).abs() < 1e-12, "{w} at {at}: {h} vs {c}");
+        let h = one(&src, &format!("histogram_sum(increase(h{{job=\"a\"}}[{w}]))"), at);
+        let c = one(&src, &format!("increase(c[{w}])"), at);
+        assert!((h - 2.5 * c).abs() < 1e-9, "{w} at {at}: {h} vs {c}");
+    }
+}
+
+#[test]
+fn histogram_quantile_and_fraction_interpolate_inside_a_bucket() {
+    let src = histogram_counter();
+    let at = 30_000; // n = 4: 4 in (1, 2], 4 in (2, 4]
+    let q = |x: &str| one(&src, &format!("histogram_quantile({x}, h{{job=\"a\"}})"), at);
+    assert_eq!(q("0.5"), 2.0);
+    assert_eq!(q("0.75"), 3.0);
+    assert_eq!(q("0.25"), 1.5);
+    assert_eq!(q("1"), 4.0);
+    assert_eq!(q("2"), f64::INFINITY);
+    assert!(q("-1") == f64::NEG_INFINITY);
+    let f = |a: &str, b: &str| one(&src, &format!("histogram_fraction({a}, {b}, h{{job=\"a\"}})"), at);
+    assert_eq!(f("0", "2"), 0.5);
+    assert_eq!(f("0", "3"), 0.75);
+    assert_eq!(f("-Inf", "+Inf"), 1.0);
+}
+
+#[test]
+fn summing_histograms_adds_them_bucket_by_bucket() {
+    let src = histogram_counter();
+    let at = 30_000;
+    match instant(&src, "sum(h)", at).unwrap() {
+        Value::Vector(v) => {
+            assert_eq!(v.len(), 1);
+            assert_eq!(v[0].histogram.as_deref(), Some(&two_bucket(8.0)));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(one(&src, "histogram_count(avg(h))", at), 8.0);
+    // A group mixing floats and histograms has no sum.
+    assert!(vector(&src, "sum({job=\"a\"})", at).is_empty());
+}
+
+#[test]
+fn a_finer_schema_meets_a_coarser_one_at_the_coarser() {
+    // Schema 1: buckets (√2, 2] and (2, 2√2] of schema 1 fold into (1, 2]
+    // and (2, 4] of schema 0.
+    let fine = FloatHistogram {
+        schema: 1,
+        count: 3.0,
+        sum: 6.0,
+        positive: Buckets {
+            offset: 2,
+            counts: vec![1.0, 2.0],
+        },
+        ..FloatHistogram::default()
+    };
+    let src = Mem(vec![
+        hseries(&[("__name__", "h"), ("i", "1")], &[(0, fine)]),
+        hseries(&[("__name__", "h"), ("i", "2")], &[(0, two_bucket(1.0))]),
+    ]);
+    match instant(&src, "sum(h)", 0).unwrap() {
+        Value::Vector(v) => {
+            let h = v[0].histogram.as_deref().unwrap();
+            assert_eq!(h.schema, 0);
+            assert_eq!(h.count, 5.0);
+            assert_eq!(h.positive.offset, 1);
+            assert_eq!(h.positive.counts, vec![2.0, 3.0]);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn histograms_answer_as_the_prometheus_api_does() {
+    let src = histogram_counter();
+    let v = instant(&src, "h{job=\"a\"}", 0).unwrap();
+    let j = crate::json::instant_data(&v, 0);
+    assert_eq!(
+        j["result"][0]["histogram"],
+        serde_json::json!([0.0, {"count": "2", "sum": "5", "buckets": [[0, "1", "2", "1"], [0, "2", "4", "1"]]}])
+    );
+    let v = instant(&src, "h{job=\"a\"}[15s]", 10_000).unwrap();
+    let j = crate::json::instant_data(&v, 10_000);
+    let s = &j["result"][0];
+    assert!(s.get("values").is_none(), "{s}");
+    assert_eq!(s["histograms"].as_array().map(Vec::len), Some(2), "{s}");
+}
+
+fn histogram_at(src: &Mem, q: &str, t: i64) -> Vec<(Labels, FloatHistogram)> {
+    match instant(src, q, t).unwrap() {
+        Value::Vector(v) => v
+            .into_iter()
+            .map(|s| {
+                let h = s.histogram.unwrap_or_else(|| panic!("{q}: a float {}", s.value));
+                (s.labels, h.as_ref().clone())
+            })
+            .collect(),
+        other => panic!("{q}: not a vector: {other:?}"),
+    }
+}
+
+#[test]
+fn range_functions_of_histograms_follow_prometheus_3() {
+    // job a: n = 1, 2, 3, 4, then a reset to 1, 2, 3 (every 10 s).
+    let src = histogram_counter();
+    let a = "h{job=\"a\"}";
+    // The newest histogram, its name kept.
+    let v = histogram_at(&src, &format!("last_over_time({a}[1m])"), 25_000);
+    assert_eq!(v[0].0.get("__name__"), Some("h"));
+    assert_eq!(v[0].1, two_bucket(3.0));
+    assert_eq!(
+        histogram_at(&src, &format!("first_over_time({a}[25s])"), 25_000)[0].1,
+        two_bucket(1.0)
+    );
+    assert_eq!(one(&src, &format!("count_over_time({a}[1m])"), 60_000), 7.0);
+    assert_eq!(one(&src, &format!("present_over_time({a}[1m])"), 60_000), 1.0);
+    // Every step changes it; one is a reset.
+    assert_eq!(one(&src, &format!("changes({a}[1m])"), 60_000), 6.0);
+    assert_eq!(one(&src, &format!("resets({a}[1m])"), 60_000), 1.0);
+    assert_eq!(one(&src, &format!("resets({a}[30s])"), 30_000), 0.0);
+    // irate: the last two, per second; across the reset, the last itself.
+    let mut per_s = two_bucket(1.0);
+    per_s.scale(0.1);
+    assert_eq!(histogram_at(&src, &format!("irate({a}[1m])"), 30_000)[0].1, per_s);
+    let mut after_reset = two_bucket(1.0);
+    after_reset.scale(0.1);
+    assert_eq!(histogram_at(&src, &format!("irate({a}[1m])"), 40_000)[0].1, after_reset);
+    assert_eq!(
+        histogram_at(&src, &format!("idelta({a}[1m])"), 30_000)[0].1,
+        two_bucket(1.0)
+    );
+    // Functions of floats only have no result for a histogram series.
+    assert!(vector(&src, &format!("max_over_time({a}[1m])"), 60_000).is_empty());
+    assert!(vector(&src, &format!("avg_over_time({a}[1m])"), 60_000).is_empty());
+}
+
+#[test]
+fn histograms_scale_add_and_subtract_but_do_not_compare() {
+    let src = histogram_counter();
+    let a = "h{job=\"a\"}";
+    let at = 20_000; // n = 3
+    let v = histogram_at(&src, &format!("{a} * 2"), at);
+    assert_eq!(v[0].0.get("__name__"), None, "arithmetic drops the name");
+    assert_eq!(v[0].1, two_bucket(6.0));
+    assert_eq!(histogram_at(&src, &format!("2 * {a}"), at)[0].1, two_bucket(6.0));
+    assert_eq!(histogram_at(&src, &format!("{a} / 3"), at)[0].1, two_bucket(1.0));
+    assert_eq!(
+        histogram_at(&src, "h{job=\"a\"} + on () h{job=\"b\"}", at)[0].1,
+        two_bucket(6.0)
+    );
+    assert_eq!(
+        histogram_at(&src, &format!("{a} - {a} offset 10s"), at)[0].1,
+        two_bucket(1.0)
+    );
+    // A histogram times a float vector, matched on its labels.
+    assert_eq!(histogram_at(&src, &format!("{a} * on () c"), at)[0].1, two_bucket(18.0));
+    for q in [
+        format!("{a} + 1"),
+        format!("1 / {a}"),
+        format!("{a} * {a}"),
+        format!("{a} > 0"),
+        format!("{a} == bool {a}"),
+        format!("{a} + on () c"),
+    ] {
+        assert!(vector(&src, &q, at).is_empty(), "{q}");
+    }
+    // Set operators pass histograms through.
+    assert_eq!(histogram_at(&src, "h and on (job) c", at).len(), 1);
 }

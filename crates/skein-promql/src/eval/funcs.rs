@@ -3,12 +3,13 @@
 //! Kahan-compensated sums over time, the incremental mean of `avg`).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use promql_parser::parser::token;
 use promql_parser::parser::{Call, Expr, LabelModifier};
 
-use super::{Evaluator, Param, Sample, Value};
-use crate::{Error, Labels, NAME, Series, format_float};
+use super::{Evaluator, Param, Sample, Value, floats};
+use crate::{Error, FloatHistogram, Labels, NAME, SampleValue, Series, format_float};
 
 fn unwrap_parens(e: &Expr) -> &Expr {
     match e {
@@ -54,26 +55,37 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, c: &Call, t: i64) -> Result<Value, Er
         };
         let mut out = Vec::with_capacity(series.len());
         for s in series {
-            let v = f(
-                &s.samples,
-                Ctx {
-                    t,
-                    range_start: rs,
-                    range_end: re,
-                    arg: extra,
-                },
-            );
+            let c = Ctx {
+                t,
+                range_start: rs,
+                range_end: re,
+                arg: extra,
+            };
+            if !s.histograms.is_empty()
+                && let Some(v) = of_histogram_range(name, &s, c)
+            {
+                let keeps_name = matches!(name, "last_over_time" | "first_over_time");
+                let labels = if keeps_name { s.labels } else { s.labels.without_name() };
+                match v {
+                    Some(SampleValue::Float(v)) => out.push(Sample::float(labels, v)),
+                    Some(SampleValue::Histogram(h)) => out.push(Sample::histogram(labels, h)),
+                    None => {}
+                }
+                continue;
+            }
+            if s.samples.is_empty() {
+                continue;
+            }
+            let v = f(&s.samples, c);
             if let Some(v) = v {
-                out.push(Sample {
-                    // Prometheus drops the name for every function of a
-                    // range vector but last_over_time and first_over_time.
-                    labels: if name == "last_over_time" || name == "first_over_time" {
-                        s.labels
-                    } else {
-                        s.labels.without_name()
-                    },
-                    value: v,
-                });
+                // Prometheus drops the name for every function of a range
+                // vector but last_over_time and first_over_time.
+                let labels = if name == "last_over_time" || name == "first_over_time" {
+                    s.labels
+                } else {
+                    s.labels.without_name()
+                };
+                out.push(Sample::float(labels, v));
             }
         }
         return Ok(Value::Vector(out));
@@ -86,9 +98,9 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, c: &Call, t: i64) -> Result<Value, Er
                 series
                     .into_iter()
                     .filter(|s| !s.samples.is_empty())
-                    .map(|s| Sample {
-                        value: quantile(q, s.samples.iter().map(|x| x.1).collect()),
-                        labels: s.labels.without_name(),
+                    .map(|s| {
+                        let value = quantile(q, s.samples.iter().map(|x| x.1).collect());
+                        Sample::float(s.labels.without_name(), value)
                     })
                     .collect(),
             ))
@@ -113,10 +125,7 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, c: &Call, t: i64) -> Result<Value, Er
                     .into_iter()
                     .filter_map(|s| {
                         let value = double_exponential_smoothing(&s.samples, sf, tf)?;
-                        Some(Sample {
-                            labels: s.labels.without_name(),
-                            value,
-                        })
+                        Some(Sample::float(s.labels.without_name(), value))
                     })
                     .collect(),
             ))
@@ -134,14 +143,15 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, c: &Call, t: i64) -> Result<Value, Er
         "pi" => Ok(Value::Scalar(std::f64::consts::PI)),
         "scalar" => {
             let v = ev.eval_vector(arg(0)?, t)?;
-            Ok(Value::Scalar(if v.len() == 1 { v[0].value } else { f64::NAN }))
+            Ok(Value::Scalar(if v.len() == 1 && v[0].is_float() {
+                v[0].value
+            } else {
+                f64::NAN
+            }))
         }
         "vector" => {
             let v = ev.eval_scalar(arg(0)?, t)?;
-            Ok(Value::Vector(vec![Sample {
-                labels: Labels::default(),
-                value: v,
-            }]))
+            Ok(Value::Vector(vec![Sample::float(Labels::default(), v)]))
         }
         "timestamp" => {
             let a = unwrap_parens(arg(0)?);
@@ -149,10 +159,7 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, c: &Call, t: i64) -> Result<Value, Er
                 return Ok(Value::Vector(
                     ev.vector_selector(vs, t)
                         .into_iter()
-                        .map(|(s, ts)| Sample {
-                            labels: s.labels.without_name(),
-                            value: ts as f64 / 1000.0,
-                        })
+                        .map(|(s, ts)| Sample::float(s.labels.without_name(), ts as f64 / 1000.0))
                         .collect(),
                 ));
             }
@@ -278,12 +285,21 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, c: &Call, t: i64) -> Result<Value, Er
             let v = ev.eval_vector(arg(1)?, t)?;
             Ok(Value::Vector(histogram_quantile(q, v)))
         }
+        "histogram_count" | "histogram_sum" => {
+            let v = ev.eval_vector(arg(0)?, t)?;
+            Ok(Value::Vector(of_histograms(v, |h| {
+                if name == "histogram_count" { h.count } else { h.sum }
+            })))
+        }
+        "histogram_fraction" => {
+            let lower = ev.eval_scalar(arg(0)?, t)?;
+            let upper = ev.eval_scalar(arg(1)?, t)?;
+            let v = ev.eval_vector(arg(2)?, t)?;
+            Ok(Value::Vector(of_histograms(v, |h| h.fraction(lower, upper))))
+        }
         "day_of_month" | "day_of_week" | "day_of_year" | "days_in_month" | "hour" | "minute" | "month" | "year" => {
             let v = if args.is_empty() {
-                vec![Sample {
-                    labels: Labels::default(),
-                    value: t as f64 / 1000.0,
-                }]
+                vec![Sample::float(Labels::default(), t as f64 / 1000.0)]
             } else {
                 ev.eval_vector(arg(0)?, t)?
             };
@@ -308,11 +324,9 @@ fn valid_label_name(s: &str) -> bool {
 }
 
 fn map_drop(v: Vec<Sample>, f: impl Fn(f64) -> f64) -> Vec<Sample> {
-    v.into_iter()
-        .map(|s| Sample {
-            labels: s.labels.without_name(),
-            value: f(s.value),
-        })
+    floats(v)
+        .into_iter()
+        .map(|s| Sample::float(s.labels.without_name(), f(s.value)))
         .collect()
 }
 
@@ -351,7 +365,7 @@ fn absent(empty: bool, arg: &Expr) -> Vec<Sample> {
             }
         }
     }
-    vec![Sample { labels, value: 1.0 }]
+    vec![Sample::float(labels, 1.0)]
 }
 
 /// Holt's linear smoothing of a series (Prometheus's
@@ -522,25 +536,138 @@ fn extrapolated(s: &[(i64, f64)], c: Ctx, is_counter: bool, is_rate: bool) -> Op
             prev = v;
         }
     }
-    let mut to_start = (first.0 - c.range_start) as f64 / 1000.0;
-    let to_end = (c.range_end - last.0) as f64 / 1000.0;
     let sampled = (last.0 - first.0) as f64 / 1000.0;
-    let avg = sampled / (s.len() - 1) as f64;
-    if is_counter && result > 0.0 && first.1 >= 0.0 {
-        let to_zero = sampled * (first.1 / result);
-        if to_zero < to_start {
-            to_start = to_zero;
-        }
+    // Counters do not go below zero: not extrapolated past where this
+    // one would have been 0.
+    let to_zero = (is_counter && result > 0.0 && first.1 >= 0.0).then(|| sampled * (first.1 / result));
+    Some(result * extrapolation(first.0, last.0, s.len(), c, to_zero, is_rate))
+}
+
+/// What a change over samples from `first` to `last` (ms, `n` samples) is
+/// multiplied by to stand for the whole window `c` (at most half an
+/// average interval past the outer samples; not past `to_zero` seconds
+/// before the first), per second of the window for a rate.
+fn extrapolation(first: i64, last: i64, n: usize, c: Ctx, to_zero: Option<f64>, is_rate: bool) -> f64 {
+    let mut to_start = (first - c.range_start) as f64 / 1000.0;
+    let to_end = (c.range_end - last) as f64 / 1000.0;
+    let sampled = (last - first) as f64 / 1000.0;
+    let avg = sampled / (n - 1) as f64;
+    if let Some(z) = to_zero
+        && z < to_start
+    {
+        to_start = z;
     }
     let threshold = avg * 1.1;
     let mut interval = sampled;
     interval += if to_start < threshold { to_start } else { avg / 2.0 };
     interval += if to_end < threshold { to_end } else { avg / 2.0 };
-    result *= interval / sampled;
+    let mut factor = interval / sampled;
     if is_rate {
-        result /= (c.range_end - c.range_start) as f64 / 1000.0;
+        factor /= (c.range_end - c.range_start) as f64 / 1000.0;
     }
-    Some(result)
+    factor
+}
+
+/// A range function over a series holding native histograms, as
+/// Prometheus 3 defines it: `rate`, `increase`, `delta`, `irate` and
+/// `idelta` of its histograms (none when floats are mixed in); the
+/// newest or oldest sample and the count and presence of samples of
+/// either kind; the changes and counter resets along both kinds (a
+/// change of kind is a change, and a reset). `Some(None)`: no result;
+/// `None` for the other functions, which see only floats.
+fn of_histogram_range(name: &str, s: &Series, c: Ctx) -> Option<Option<SampleValue>> {
+    let hs = &s.histograms;
+    let only = s.samples.is_empty();
+    let hist = |h: FloatHistogram| SampleValue::Histogram(Arc::new(h));
+    // Both kinds in time order: a float, or a histogram.
+    let merged = || {
+        let mut all: Vec<(i64, Result<f64, &FloatHistogram>)> = s
+            .samples
+            .iter()
+            .map(|&(t, v)| (t, Ok(v)))
+            .chain(hs.iter().map(|(t, h)| (*t, Err(h.as_ref()))))
+            .collect();
+        all.sort_by_key(|x| x.0);
+        all
+    };
+    let count = |pred: fn(&Result<f64, &FloatHistogram>, &Result<f64, &FloatHistogram>) -> bool| {
+        let all = merged();
+        let n = all.windows(2).filter(|w| pred(&w[0].1, &w[1].1)).count();
+        Some(Some(SampleValue::Float(n as f64)))
+    };
+    match name {
+        "rate" | "increase" | "delta" if only => {
+            let is_counter = name != "delta";
+            Some(histogram_extrapolated(hs, c, is_counter, name == "rate").map(hist))
+        }
+        "irate" | "idelta" if only && hs.len() >= 2 => {
+            let ((t0, prev), (t1, last)) = (&hs[hs.len() - 2], &hs[hs.len() - 1]);
+            let mut h = if name == "irate" && last.detect_reset(prev) {
+                last.as_ref().clone()
+            } else {
+                last.sub(prev)
+            };
+            h.compact();
+            if name == "irate" {
+                h.scale(1000.0 / (t1 - t0) as f64);
+            }
+            Some(Some(hist(h)))
+        }
+        "rate" | "increase" | "delta" | "irate" | "idelta" => Some(None),
+        "count_over_time" => Some(Some(SampleValue::Float((s.samples.len() + hs.len()) as f64))),
+        "present_over_time" => Some(Some(SampleValue::Float(1.0))),
+        "last_over_time" | "first_over_time" => {
+            let all = merged();
+            let x = if name == "last_over_time" {
+                all.last()
+            } else {
+                all.first()
+            };
+            Some(x.map(|x| match x.1 {
+                Ok(v) => SampleValue::Float(v),
+                Err(h) => hist(h.clone()),
+            }))
+        }
+        "changes" => count(|a, b| match (a, b) {
+            (Ok(a), Ok(b)) => a != b && !(a.is_nan() && b.is_nan()),
+            (Err(a), Err(b)) => a != b,
+            _ => true,
+        }),
+        "resets" => count(|a, b| match (a, b) {
+            (Ok(a), Ok(b)) => b < a,
+            (Err(a), Err(b)) => b.detect_reset(a),
+            _ => true,
+        }),
+        _ => None,
+    }
+}
+
+/// `rate`, `increase` and `delta` of native histograms: the last minus
+/// the first at the coarsest schema among them, for counters plus each
+/// histogram before a reset, extrapolated as floats are (Prometheus 2.x:
+/// with no clamp at zero). `None` for fewer than two.
+fn histogram_extrapolated(
+    s: &[(i64, std::sync::Arc<FloatHistogram>)],
+    c: Ctx,
+    is_counter: bool,
+    is_rate: bool,
+) -> Option<FloatHistogram> {
+    if s.len() < 2 {
+        return None;
+    }
+    let (first, last) = (&s[0], &s[s.len() - 1]);
+    let schema = s.iter().map(|(_, h)| h.schema).min().unwrap_or(last.1.schema);
+    let mut h = last.1.to_schema(schema).sub(&first.1);
+    if is_counter {
+        for w in s.windows(2) {
+            if w[1].1.detect_reset(&w[0].1) {
+                h = h.add(&w[0].1);
+            }
+        }
+    }
+    h.compact();
+    h.scale(extrapolation(first.0, last.0, s.len(), c, None, is_rate));
+    Some(h)
 }
 
 fn instant_value(s: &[(i64, f64)], is_rate: bool) -> Option<f64> {
@@ -703,12 +830,25 @@ pub(crate) fn quantile(q: f64, mut values: Vec<f64>) -> f64 {
     values[lower as usize] * (1.0 - weight) + values[upper as usize] * weight
 }
 
+/// A float of each native histogram of `v`, the name dropped (floats are
+/// left out).
+fn of_histograms(v: Vec<Sample>, f: impl Fn(&FloatHistogram) -> f64) -> Vec<Sample> {
+    v.into_iter()
+        .filter_map(|s| Some(Sample::float(s.labels.without_name(), f(s.histogram.as_deref()?))))
+        .collect()
+}
+
 fn histogram_quantile(q: f64, v: Vec<Sample>) -> Vec<Sample> {
     // Buckets by series without `le` (the name included, as Prometheus
-    // groups them), in first-seen order.
+    // groups them), in first-seen order; a native histogram on its own.
     let mut groups: Vec<(Labels, Vec<(f64, f64)>)> = Vec::new();
     let mut index: HashMap<Labels, usize> = HashMap::new();
+    let mut native = Vec::new();
     for s in v {
+        if let Some(h) = &s.histogram {
+            native.push(Sample::float(s.labels.without_name(), h.quantile(q)));
+            continue;
+        }
         let Some(le) = s.labels.get("le").and_then(parse_float) else {
             continue;
         };
@@ -725,10 +865,8 @@ fn histogram_quantile(q: f64, v: Vec<Sample>) -> Vec<Sample> {
     groups
         .into_iter()
         .filter(|(_, b)| !b.is_empty())
-        .map(|(labels, b)| Sample {
-            labels,
-            value: bucket_quantile(q, b),
-        })
+        .map(|(labels, b)| Sample::float(labels, bucket_quantile(q, b)))
+        .chain(native)
         .collect()
 }
 
@@ -857,6 +995,11 @@ pub(crate) fn keeps_in_ratio(ratio: f64, labels: &Labels) -> bool {
 
 struct Group {
     labels: Labels,
+    /// The sum of the group's native histograms (`sum`, `avg`).
+    histogram: Option<FloatHistogram>,
+    /// Whether the group has a float too: then a sum of histograms has no
+    /// value.
+    has_float: bool,
     value: f64,
     mean: f64,
     count: f64,
@@ -879,7 +1022,7 @@ pub(crate) fn aggregate(
         }
         let mut order: Vec<Labels> = Vec::new();
         let mut counts: HashMap<Labels, f64> = HashMap::new();
-        for s in &v {
+        for s in &floats(v) {
             let mut g = group_labels(&s.labels, m);
             g.set(label, &format_float(s.value));
             let e = counts.entry(g.clone()).or_insert_with(|| {
@@ -892,7 +1035,7 @@ pub(crate) fn aggregate(
             .into_iter()
             .map(|l| {
                 let value = counts[&l];
-                Sample { labels: l, value }
+                Sample::float(l, value)
             })
             .collect());
     }
@@ -935,6 +1078,15 @@ pub(crate) fn aggregate(
         let ratio = ratio.clamp(-1.0, 1.0);
         return Ok(v.into_iter().filter(|s| keeps_in_ratio(ratio, &s.labels)).collect());
     }
+    // Only these see native histograms: the others are of floats.
+    let v = if matches!(
+        id,
+        token::T_SUM | token::T_AVG | token::T_COUNT | token::T_GROUP | token::T_LIMITK
+    ) {
+        v
+    } else {
+        floats(v)
+    };
     let mut groups: Vec<Group> = Vec::new();
     let mut index = GroupIndex::default();
     for s in v {
@@ -947,6 +1099,8 @@ pub(crate) fn aggregate(
                 let stdvar = id == token::T_STDDEV || id == token::T_STDVAR;
                 groups.push(Group {
                     labels: g,
+                    histogram: s.histogram.as_deref().cloned(),
+                    has_float: s.is_float(),
                     value: if stdvar { 0.0 } else { s.value },
                     mean: s.value,
                     count: 1.0,
@@ -957,6 +1111,15 @@ pub(crate) fn aggregate(
             }
         };
         let gr = &mut groups[i];
+        if let (Some(h), token::T_SUM | token::T_AVG) = (&s.histogram, id) {
+            gr.histogram = Some(match &gr.histogram {
+                Some(sum) => sum.add(h),
+                None => (**h).clone(),
+            });
+            gr.count += 1.0;
+            continue;
+        }
+        gr.has_float |= s.is_float();
         let x = s.value;
         match id {
             token::T_SUM => gr.value += x,
@@ -990,6 +1153,17 @@ pub(crate) fn aggregate(
     }
     let mut out = Vec::with_capacity(groups.len());
     for mut g in groups {
+        if let (Some(mut h), token::T_SUM | token::T_AVG) = (g.histogram.take(), id) {
+            // A mix of floats and histograms sums to nothing.
+            if !g.has_float {
+                if id == token::T_AVG {
+                    h.scale(1.0 / g.count);
+                }
+                h.compact();
+                out.push(Sample::histogram(g.labels, Arc::new(h)));
+            }
+            continue;
+        }
         let value = match id {
             token::T_SUM | token::T_MAX | token::T_MIN => g.value,
             token::T_AVG => g.mean,
@@ -1027,10 +1201,7 @@ pub(crate) fn aggregate(
             }
             _ => f64::NAN,
         };
-        out.push(Sample {
-            labels: g.labels,
-            value,
-        });
+        out.push(Sample::float(g.labels, value));
     }
     Ok(out)
 }

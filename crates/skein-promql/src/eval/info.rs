@@ -165,7 +165,7 @@ impl Evaluator<'_> {
             for (k, v) in added {
                 labels.set(k, v);
             }
-            out.push(Sample { labels, value: s.value });
+            out.push(Sample::float(labels, s.value));
         }
         Ok(out)
     }

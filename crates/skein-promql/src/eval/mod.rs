@@ -18,18 +18,18 @@ mod info;
 mod seek;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use promql_parser::label::{MatchOp, Matcher};
 use promql_parser::parser::token::{self, TokenType};
+use promql_parser::parser::value::ValueType;
 use promql_parser::parser::{
     AggregateExpr, AtModifier, BinaryExpr, Call, Expr, LabelModifier, Offset, SubqueryExpr, VectorMatchCardinality,
     VectorSelector,
 };
 
-use promql_parser::parser::value::ValueType;
-
-use crate::{Error, Labels, NAME, Series, SeriesSource, is_stale_nan};
+use crate::{Error, FloatHistogram, Labels, NAME, Series, SeriesSource, is_stale_nan};
 use seek::Cursors;
 
 /// Prometheus's default lookback delta: 5 minutes.
@@ -40,11 +40,43 @@ pub const DEFAULT_SUBQUERY_STEP_MS: i64 = 60 * 1000;
 /// The most points a range query may ask per series (Prometheus's limit).
 pub const MAX_POINTS: i64 = 11_000;
 
-/// An instant vector's element.
+/// An instant vector's element: a float, or a native histogram (`value`
+/// then 0 and unused).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
     pub labels: Labels,
     pub value: f64,
+    pub histogram: Option<Arc<FloatHistogram>>,
+}
+
+impl Sample {
+    pub fn float(labels: Labels, value: f64) -> Sample {
+        Sample {
+            labels,
+            value,
+            histogram: None,
+        }
+    }
+
+    pub fn histogram(labels: Labels, h: Arc<FloatHistogram>) -> Sample {
+        Sample {
+            labels,
+            value: 0.0,
+            histogram: Some(h),
+        }
+    }
+
+    pub fn is_float(&self) -> bool {
+        self.histogram.is_none()
+    }
+}
+
+/// The float samples of a vector: what operations defined on floats only
+/// see (Prometheus ignores a native histogram there).
+pub(crate) fn floats(v: Vec<Sample>) -> Vec<Sample> {
+    let mut v = v;
+    v.retain(Sample::is_float);
+    v
 }
 
 /// A value of a PromQL expression at one evaluation time.
@@ -144,15 +176,18 @@ pub fn range(
     }
     let mut ev = Evaluator::new(source, opts, start, end);
     ev.prefetch(expr)?;
-    let mut out: HashMap<Labels, Vec<(i64, f64)>> = HashMap::new();
+    let mut out: HashMap<Labels, Series> = HashMap::new();
     let mut t = start;
     while t <= end {
         match ev.eval(expr, t)? {
-            Value::Scalar(v) => out.entry(Labels::default()).or_default().push((t, v)),
+            Value::Scalar(v) => out.entry(Labels::default()).or_default().samples.push((t, v)),
             Value::Vector(v) => {
                 check_unique(&v)?;
                 for s in v {
-                    out.entry(s.labels).or_default().push((t, s.value));
+                    let e = out
+                        .entry(s.labels.clone())
+                        .or_insert_with(|| Series::floats(s.labels.clone(), Vec::new()));
+                    push_sample(e, t, s);
                 }
             }
             other => {
@@ -164,12 +199,17 @@ pub fn range(
         }
         t += step;
     }
-    let mut series: Vec<Series> = out
-        .into_iter()
-        .map(|(labels, samples)| Series { labels, samples })
-        .collect();
+    let mut series: Vec<Series> = out.into_values().collect();
     series.sort_by(|a, b| a.labels.cmp(&b.labels));
     Ok(series)
+}
+
+/// Appends an instant vector's sample at `t` to its series.
+fn push_sample(series: &mut Series, t: i64, s: Sample) {
+    match s.histogram {
+        Some(h) => series.histograms.push((t, h)),
+        None => series.samples.push((t, s.value)),
+    }
 }
 
 fn check_unique(v: &[Sample]) -> Result<(), Error> {
@@ -363,20 +403,23 @@ impl<'a> Evaluator<'a> {
         };
         for (n, s) in series.iter().enumerate() {
             let i = cursors.seek(n, &s.samples, |ts| ts <= r);
-            if i == 0 {
+            let float = i.checked_sub(1).map(|i| s.samples[i]);
+            // The newest histogram at or before `r`, if newer than the
+            // newest float.
+            let h = s.histograms.partition_point(|x| x.0 <= r);
+            let histogram = h
+                .checked_sub(1)
+                .map(|h| &s.histograms[h])
+                .filter(|(ht, _)| float.is_none_or(|(ft, _)| *ht > ft));
+            let (sample, ts) = match (histogram, float) {
+                (Some((ht, h)), _) => (Sample::histogram(s.labels.clone(), h.clone()), *ht),
+                (None, Some((ts, v))) if !is_stale_nan(v) => (Sample::float(s.labels.clone(), v), ts),
+                _ => continue,
+            };
+            if ts < r - self.opts.lookback_ms {
                 continue;
             }
-            let (ts, v) = s.samples[i - 1];
-            if ts < r - self.opts.lookback_ms || is_stale_nan(v) {
-                continue;
-            }
-            out.push((
-                Sample {
-                    labels: s.labels.clone(),
-                    value: v,
-                },
-                ts,
-            ));
+            out.push((sample, ts));
         }
         out
     }
@@ -394,10 +437,18 @@ impl<'a> Evaluator<'a> {
                     .copied()
                     .filter(|(_, v)| !is_stale_nan(*v))
                     .collect();
-                if !samples.is_empty() {
+                let histograms = if s.histograms.is_empty() {
+                    Vec::new()
+                } else {
+                    let lo = s.histograms.partition_point(|x| x.0 < start);
+                    let hi = s.histograms.partition_point(|x| x.0 <= end);
+                    s.histograms[lo..hi].to_vec()
+                };
+                if !samples.is_empty() || !histograms.is_empty() {
                     series.push(Series {
                         labels: s.labels.clone(),
                         samples,
+                        histograms,
                     });
                 }
             }
@@ -422,34 +473,25 @@ impl<'a> Evaluator<'a> {
         if first < start {
             first += step;
         }
-        let mut by: HashMap<Labels, Vec<(i64, f64)>> = HashMap::new();
+        let mut by: HashMap<Labels, Series> = HashMap::new();
         let mut order: Vec<Labels> = Vec::new();
         let mut it = first;
         while it <= end {
             let v = match self.eval(&sq.expr, it)? {
-                Value::Scalar(v) => vec![Sample {
-                    labels: Labels::default(),
-                    value: v,
-                }],
+                Value::Scalar(v) => vec![Sample::float(Labels::default(), v)],
                 Value::Vector(v) => v,
                 other => return Err(Error::Execution(format!("subquery of a {}", other.type_name()))),
             };
             for s in v {
                 let e = by.entry(s.labels.clone()).or_insert_with(|| {
                     order.push(s.labels.clone());
-                    Vec::new()
+                    Series::floats(s.labels.clone(), Vec::new())
                 });
-                e.push((it, s.value));
+                push_sample(e, it, s);
             }
             it += step;
         }
-        let series = order
-            .into_iter()
-            .map(|l| {
-                let samples = by.remove(&l).unwrap_or_default();
-                Series { labels: l, samples }
-            })
-            .collect();
+        let series = order.into_iter().filter_map(|l| by.remove(&l)).collect();
         Ok(Value::Matrix {
             series,
             range_start: start,
@@ -470,11 +512,9 @@ impl<'a> Evaluator<'a> {
             Expr::Unary(u) => match self.eval(&u.expr, t)? {
                 Value::Scalar(v) => Ok(Value::Scalar(-v)),
                 Value::Vector(v) => Ok(Value::Vector(
-                    v.into_iter()
-                        .map(|s| Sample {
-                            labels: s.labels.without_name(),
-                            value: -s.value,
-                        })
+                    floats(v)
+                        .into_iter()
+                        .map(|s| Sample::float(s.labels.without_name(), -s.value))
                         .collect(),
                 )),
                 other => Err(Error::Execution(format!("unary minus of a {}", other.type_name()))),
@@ -607,9 +647,40 @@ fn drops_name(op: TokenType) -> bool {
     )
 }
 
+/// `l op r` where a side is a native histogram (Prometheus 3): the sum or
+/// difference of two histograms, a histogram times a float (either way
+/// round) or divided by one. `None` for any other operation on a
+/// histogram, comparisons included.
+fn histogram_op(op: TokenType, l: &Sample, r: &Sample) -> Option<FloatHistogram> {
+    let mut h = match (op.id(), l.histogram.as_deref(), r.histogram.as_deref()) {
+        (token::T_ADD, Some(a), Some(b)) => a.add(b),
+        (token::T_SUB, Some(a), Some(b)) => a.sub(b),
+        (token::T_MUL, Some(a), None) => scaled(a, r.value),
+        (token::T_MUL, None, Some(b)) => scaled(b, l.value),
+        (token::T_DIV, Some(a), None) => scaled(a, 1.0 / r.value),
+        _ => return None,
+    };
+    h.compact();
+    Some(h)
+}
+
+fn scaled(h: &FloatHistogram, f: f64) -> FloatHistogram {
+    let mut h = h.clone();
+    h.scale(f);
+    h
+}
+
 fn vector_scalar(op: TokenType, v: Vec<Sample>, s: f64, swap: bool, return_bool: bool) -> Result<Vec<Sample>, Error> {
     let mut out = Vec::with_capacity(v.len());
     for mut x in v {
+        if x.histogram.is_some() {
+            let scalar = Sample::float(Labels::default(), s);
+            let (l, r) = if swap { (&scalar, &x) } else { (&x, &scalar) };
+            if let Some(h) = histogram_op(op, l, r).filter(|_| !return_bool) {
+                out.push(Sample::histogram(x.labels.without_name(), Arc::new(h)));
+            }
+            continue;
+        }
         let (l, r) = if swap { (s, x.value) } else { (x.value, s) };
         let (mut value, keep) = scalar_op(op, l, r)?;
         // A comparison keeps the vector's value, on whichever side it is.
@@ -717,15 +788,19 @@ fn vector_vector(
     for ls in many {
         let sig = signature(&ls.labels, on);
         let Some(rs) = one_by.get(&sig) else { continue };
-        let (vl, vr) = if one_to_many {
-            (rs.value, ls.value)
+        let (l, r) = if one_to_many { (rs, &ls) } else { (&ls, rs) };
+        let histogram = if l.is_float() && r.is_float() {
+            None
         } else {
-            (ls.value, rs.value)
+            match histogram_op(op, l, r).filter(|_| !return_bool) {
+                Some(h) => Some(Arc::new(h)),
+                None => continue,
+            }
         };
-        let (mut value, keep) = scalar_op(op, vl, vr)?;
+        let (mut value, keep) = scalar_op(op, l.value, r.value)?;
         if return_bool {
             value = if keep { 1.0 } else { 0.0 };
-        } else if !keep {
+        } else if !keep && histogram.is_none() {
             continue;
         }
         // The result's labels: the "many" side's, narrowed for one-to-one
@@ -771,7 +846,10 @@ fn vector_vector(
                 "multiple matches for labels: grouping labels must ensure unique matches".into(),
             ));
         }
-        out.push(Sample { labels: m, value });
+        out.push(match histogram {
+            Some(h) => Sample::histogram(m, h),
+            None => Sample::float(m, value),
+        });
     }
     Ok(out)
 }

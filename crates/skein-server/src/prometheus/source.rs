@@ -11,7 +11,7 @@ use std::sync::Arc;
 use skein_engine::{AttrFilter, AttrPredicate, AttrScope, Engine, SeriesSink, Window};
 use skein_model::metric::Number;
 use skein_model::{AnyValue, KeyValue, MetricDesc, MetricPoint, PointValue, Resource};
-use skein_promql::{Labels, MatchOp, Matcher, NAME, Series, SeriesSource, naming};
+use skein_promql::{Labels, MatchOp, Matcher, NAME, SampleValue, Series, SeriesSource, naming};
 
 use super::label_cache::LabelCache;
 use crate::tenancy::Space;
@@ -69,7 +69,7 @@ impl EngineSource<'_> {
         matchers: &[Matcher],
         start: i64,
         end: i64,
-        f: &mut dyn FnMut(usize, &Labels, i64, f64),
+        f: &mut dyn FnMut(usize, &Labels, i64, SampleValue),
     ) -> Result<(), String> {
         let w = window(start, end);
         let names = self.candidate_names(matchers, w);
@@ -115,21 +115,21 @@ struct Sink<'m, 'f> {
     /// numbers them in the order their first sample is handed on.
     visit_numbers: Vec<Option<usize>>,
     seen: usize,
-    f: &'f mut dyn FnMut(usize, &Labels, i64, f64),
+    f: &'f mut dyn FnMut(usize, &Labels, i64, SampleValue),
 }
 
 impl Sink<'_, '_> {
     fn emit(&mut self, series: SeriesLabels, t: i64, v: Option<f64>) {
         if let (Some(i), Some(v)) = (series.sample, v) {
-            self.call(i, t, v);
+            self.call(i, t, SampleValue::Float(v));
         }
         if let Some(i) = series.target_info {
-            self.call(i, t, 1.0);
+            self.call(i, t, SampleValue::Float(1.0));
         }
     }
 
     /// Hands on a sample of the memo's label set `i`.
-    fn call(&mut self, i: usize, t: i64, v: f64) {
+    fn call(&mut self, i: usize, t: i64, v: SampleValue) {
         if i >= self.visit_numbers.len() {
             self.visit_numbers.resize(i + 1, None);
         }
@@ -157,15 +157,25 @@ impl SeriesSink for Sink<'_, '_> {
         for (l, v) in naming::samples(p) {
             if l.matches(self.matchers) {
                 let i = self.memo.number(l);
-                self.call(i, t, v);
+                self.call(i, t, SampleValue::Float(v));
             }
+        }
+        if let Some((l, h)) = naming::native_histogram(p)
+            && l.matches(self.matchers)
+        {
+            let i = self.memo.number(l);
+            let v = match h {
+                Some(h) => SampleValue::Histogram(Arc::new(h)),
+                None => SampleValue::Float(f64::from_bits(skein_promql::STALE_NAN_BITS)),
+            };
+            self.call(i, t, v);
         }
         if self.target_info
             && let Some(l) = naming::target_info(p)
             && l.matches(self.matchers)
         {
             let i = self.memo.number(l);
-            self.call(i, t, 1.0);
+            self.call(i, t, SampleValue::Float(1.0));
         }
     }
 
@@ -348,13 +358,19 @@ impl SeriesSource for EngineSource<'_> {
         let mut labels: Vec<Labels> = Vec::new();
         let mut counts: Vec<usize> = Vec::new();
         let mut all: Vec<(u32, i64, f64)> = Vec::new();
+        let mut histograms = Vec::new();
         self.visit(matchers, start, end, &mut |i, l, t, v| {
             if i == labels.len() {
                 labels.push(l.clone());
                 counts.push(0);
             }
-            counts[i] += 1;
-            all.push((i as u32, t, v));
+            match v {
+                SampleValue::Float(v) => {
+                    counts[i] += 1;
+                    all.push((i as u32, t, v));
+                }
+                SampleValue::Histogram(h) => histograms.push((i, t, h)),
+            }
         })?;
         let mut series: Vec<Series> = labels
             .into_iter()
@@ -362,10 +378,14 @@ impl SeriesSource for EngineSource<'_> {
             .map(|(labels, n)| Series {
                 labels,
                 samples: Vec::with_capacity(n),
+                histograms: Vec::new(),
             })
             .collect();
         for (i, t, v) in all {
             series[i as usize].samples.push((t, v));
+        }
+        for (i, t, h) in histograms {
+            series[i].histograms.push((t, h));
         }
         for s in &mut series {
             // One sample per timestamp: a point seen in two tiers at once
@@ -374,6 +394,10 @@ impl SeriesSource for EngineSource<'_> {
                 s.samples.sort_by_key(|s| s.0);
             }
             s.samples.dedup_by_key(|s| s.0);
+            if !s.histograms.is_sorted_by_key(|s| s.0) {
+                s.histograms.sort_by_key(|s| s.0);
+            }
+            s.histograms.dedup_by_key(|s| s.0);
         }
         Ok(series)
     }

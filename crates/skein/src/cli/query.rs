@@ -249,16 +249,30 @@ fn promql_query(ctx: &Ctx, f: &MetricFilters, promql: &str) -> CliResult<Exit> {
     }
     let mut rows = Vec::new();
     let mut push = |metric: &serde_json::Value, p: &serde_json::Value| {
-        rows.push(serde_json::json!({"metric": metric.to_string(), "time": p[0], "value": p[1]}));
+        // A native histogram reads as its count, sum and bucket count.
+        let value = match &p[1] {
+            serde_json::Value::Object(h) => serde_json::json!(format!(
+                "histogram count={} sum={} buckets={}",
+                h.get("count").and_then(|v| v.as_str()).unwrap_or("0"),
+                h.get("sum").and_then(|v| v.as_str()).unwrap_or("0"),
+                h.get("buckets").and_then(|v| v.as_array()).map_or(0, Vec::len)
+            )),
+            v => v.clone(),
+        };
+        rows.push(serde_json::json!({"metric": metric.to_string(), "time": p[0], "value": value}));
     };
     match &result {
         serde_json::Value::Array(series) => {
             for s in series {
-                if let Some(p) = s.get("value") {
-                    push(&s["metric"], p);
+                for key in ["value", "histogram"] {
+                    if let Some(p) = s.get(key) {
+                        push(&s["metric"], p);
+                    }
                 }
-                for p in s.get("values").and_then(|v| v.as_array()).into_iter().flatten() {
-                    push(&s["metric"], p);
+                for key in ["values", "histograms"] {
+                    for p in s.get(key).and_then(|v| v.as_array()).into_iter().flatten() {
+                        push(&s["metric"], p);
+                    }
                 }
             }
         }
