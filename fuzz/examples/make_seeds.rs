@@ -10,14 +10,15 @@ use std::path::{Path, PathBuf};
 
 use prost::Message;
 use serde_json::json;
-use skein_engine::codec::encode_batch;
 use skein_engine::Signal;
+use skein_engine::codec::encode_batch;
 use skein_engine::envelope::Envelope;
 use skein_engine::part::index::{INDEX_ZSTD_LEVEL, IndexBuilder, encode};
-use skein_engine::testdata;
 use skein_engine::payload::{Blob, PayloadRef, encode_blobs};
+use skein_engine::testdata;
 use skein_engine::wal::{RecordHeader, RecordKind};
 use skein_model::otlp::{logs_to_otlp, metrics_to_otlp, spans_to_otlp};
+use skein_model::remote_write;
 use skein_model::{LogRecord, MetricPoint, Span};
 
 fn dir(target: &str) -> PathBuf {
@@ -154,7 +155,10 @@ fn main() {
         seq_base: 1,
         count: 1,
     }
-    .append_frame(&encode_blobs(&[Blob::compress(PayloadRef::of(&prompt), &prompt).unwrap()]), &mut log);
+    .append_frame(
+        &encode_blobs(&[Blob::compress(PayloadRef::of(&prompt), &prompt).unwrap()]),
+        &mut log,
+    );
     let mut seq = 1;
     for (signal, body) in [
         (Signal::Spans, encode_batch(&spans).unwrap()),
@@ -211,6 +215,87 @@ fn main() {
         let raw = zstd::bulk::decompress(body, 1 << 20).unwrap();
         write(&d, &format!("{name}_raw"), &prefixed(2, &raw));
     }
+
+    let d = dir("remote_write");
+    for (name, req) in remote_write_requests() {
+        let raw = req.encode_to_vec();
+        write(&d, &format!("{name}_body"), &prefixed(0, &remote_write::encode(&req)));
+        write(&d, &format!("{name}_raw"), &prefixed(1, &raw));
+    }
+}
+
+/// Remote write requests: float samples with a staleness marker, and
+/// native histograms (integer and float, sparse spans, both signs, a
+/// zero bucket, a stale one).
+fn remote_write_requests() -> Vec<(&'static str, remote_write::WriteRequest)> {
+    use remote_write::{Histogram, Label, Sample, TimeSeries, WriteRequest};
+    let labels = |pairs: &[(&str, &str)]| -> Vec<Label> {
+        pairs
+            .iter()
+            .map(|(n, v)| Label {
+                name: n.to_string(),
+                value: v.to_string(),
+            })
+            .collect()
+    };
+    let floats = TimeSeries {
+        labels: labels(&[("__name__", "http_requests_total"), ("job", "api"), ("code", "200")]),
+        samples: vec![
+            Sample {
+                value: 1.0,
+                timestamp: 1_000,
+            },
+            Sample {
+                value: f64::from_bits(0x7ff0_0000_0000_0002),
+                timestamp: 2_000,
+            },
+        ],
+        histograms: Vec::new(),
+    };
+    let mut float_histogram = Histogram::from_buckets(3_000, 1, (0.0, 0), &[(0, 2), (1, 1)], &[], 2.5);
+    float_histogram.count = Some(remote_write::histogram::Count::Float(3.0));
+    float_histogram.positive_counts = vec![2.0, 1.0];
+    float_histogram.positive_deltas.clear();
+    let histograms = TimeSeries {
+        labels: labels(&[("__name__", "rpc_duration_seconds"), ("instance", "h:9100")]),
+        samples: Vec::new(),
+        histograms: vec![
+            Histogram::from_buckets(
+                1_000,
+                3,
+                (0.001, 4),
+                &[(-9, 1), (-8, 3), (2, 2), (7, 1)],
+                &[(1, 2)],
+                4.75,
+            ),
+            float_histogram,
+            Histogram {
+                sum: f64::from_bits(0x7ff0_0000_0000_0002),
+                timestamp: 4_000,
+                ..Default::default()
+            },
+        ],
+    };
+    vec![
+        (
+            "floats",
+            WriteRequest {
+                timeseries: vec![floats.clone()],
+            },
+        ),
+        (
+            "histograms",
+            WriteRequest {
+                timeseries: vec![histograms.clone()],
+            },
+        ),
+        (
+            "both",
+            WriteRequest {
+                timeseries: vec![floats, histograms],
+            },
+        ),
+    ]
 }
 
 const HEADER: usize = skein_engine::wal::frame::HEADER_LEN;

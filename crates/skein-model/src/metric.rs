@@ -99,6 +99,12 @@ pub struct HistogramValue {
     pub max: Option<f64>,
 }
 
+/// No finite non-zero f64 falls in an exponential bucket whose index is
+/// beyond this, at any scale up to 8 (the finest Prometheus has): bucket
+/// `i` of scale `s` starts at `2^(i / 2^s)`, and f64s lie within
+/// `2^-1075 .. 2^1024`. A bucket out there counts nothing real.
+pub const MAX_EXP_BUCKET_INDEX: i64 = 1100 << 8;
+
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ExpBuckets {
     pub offset: i32,

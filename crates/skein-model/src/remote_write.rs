@@ -5,7 +5,7 @@
 
 use prost::Message;
 
-use crate::metric::{ExpBuckets, ExpHistogramValue};
+use crate::metric::{ExpBuckets, ExpHistogramValue, MAX_EXP_BUCKET_INDEX};
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct WriteRequest {
@@ -105,10 +105,6 @@ pub struct BucketSpan {
     pub length: u32,
 }
 
-/// The widest bucket range one side of a histogram may span (schema 8,
-/// the finest, reaches about ±2^18 buckets from 1 across f64's range).
-const MAX_BUCKET_RANGE: i64 = 1 << 20;
-
 /// How a float count reads as an exact integer count.
 fn exact_count(what: &str, x: f64) -> Result<u64, String> {
     if x >= 0.0 && x.fract() == 0.0 && x < 2f64.powi(53) {
@@ -137,8 +133,11 @@ impl Histogram {
     /// schema is the scale, Prometheus's bucket `i` is OTLP's `i - 1`,
     /// buckets are dense from the first to the last. Refuses a schema
     /// outside -4..=8 (custom buckets included), spans that do not cover
-    /// the counts, a negative bucket count and a fractional count.
-    pub fn to_exponential(&self) -> Result<ExpHistogramValue, String> {
+    /// the counts, a negative bucket count, a fractional count, and more
+    /// than `max_buckets` dense buckets in all: a sparse histogram of a
+    /// few bytes can span any range, so the caller bounds what its bytes
+    /// may grow to.
+    pub fn to_exponential(&self, max_buckets: usize) -> Result<ExpHistogramValue, String> {
         if !(-4..=8).contains(&self.schema) {
             return Err(format!(
                 "schema {} (only the exponential schemas -4 to 8 are stored)",
@@ -146,7 +145,8 @@ impl Histogram {
             ));
         }
         let float = self.float();
-        let side = |name: &str, spans: &[BucketSpan], deltas: &[i64], counts: &[f64]| {
+        let mut room = max_buckets;
+        let mut side = |name: &str, spans: &[BucketSpan], deltas: &[i64], counts: &[f64]| {
             let mut indexed: Vec<(i64, u64)> = Vec::new();
             let mut idx = 0i64;
             let mut k = 0usize;
@@ -177,9 +177,19 @@ impl Histogram {
                 return Ok(None);
             };
             let (first, last) = (first.0, last.0);
-            if last - first >= MAX_BUCKET_RANGE {
-                return Err(format!("the {name} buckets span {} indexes", last - first + 1));
+            if first.abs().max(last.abs()) > MAX_EXP_BUCKET_INDEX {
+                return Err(format!(
+                    "a {name} bucket index of {} (no float falls beyond ±{MAX_EXP_BUCKET_INDEX})",
+                    if first.abs() > last.abs() { first } else { last }
+                ));
             }
+            let span = (last - first + 1) as u64;
+            if span > room as u64 {
+                return Err(format!(
+                    "{name} buckets spanning {span} indexes, more than the {room} its request has room for"
+                ));
+            }
+            room -= span as usize;
             let mut dense = vec![0u64; (last - first + 1) as usize];
             for (i, c) in indexed {
                 dense[(i - first) as usize] += c;
@@ -297,7 +307,7 @@ mod tests {
         assert_eq!(h.positive_deltas, vec![3, -2, 3]);
         let back = Histogram::decode(h.encode_to_vec().as_slice()).unwrap();
         assert_eq!(back, h);
-        let e = h.to_exponential().unwrap();
+        let e = h.to_exponential(1 << 20).unwrap();
         assert_eq!((e.count, e.zero_count, e.scale, e.sum), (16, 2, 1, Some(9.5)));
         assert_eq!(
             e.positive,
@@ -323,7 +333,7 @@ mod tests {
             positive_counts: vec![1.0, 2.0],
             ..Default::default()
         };
-        let e = h.to_exponential().unwrap();
+        let e = h.to_exponential(1 << 20).unwrap();
         assert_eq!(
             e.positive,
             Some(ExpBuckets {
@@ -332,7 +342,7 @@ mod tests {
             })
         );
         h.positive_counts[1] = 1.5;
-        assert!(h.to_exponential().unwrap_err().contains("not a whole number"));
+        assert!(h.to_exponential(1 << 20).unwrap_err().contains("not a whole number"));
     }
 
     #[test]
@@ -340,16 +350,25 @@ mod tests {
         let mut h = Histogram::from_buckets(0, 0, (0.0, 0), &[(1, 3), (2, 1)], &[], 1.0);
         h.positive_deltas.push(1);
         assert!(
-            h.to_exponential()
+            h.to_exponential(1 << 20)
                 .unwrap_err()
                 .contains("cover 2 buckets, but it has 3")
         );
         let mut h = Histogram::from_buckets(0, 0, (0.0, 0), &[(1, 3), (2, 1)], &[], 1.0);
         h.positive_deltas[1] = -5;
-        assert!(h.to_exponential().unwrap_err().contains("negative"));
+        assert!(h.to_exponential(1 << 20).unwrap_err().contains("negative"));
         let h = Histogram::from_buckets(0, -53, (0.0, 0), &[(1, 3)], &[], 1.0);
-        assert!(h.to_exponential().unwrap_err().contains("schema -53"));
-        let h = Histogram::from_buckets(0, 0, (0.0, 0), &[(1, 3), (3_000_000, 1)], &[], 1.0);
-        assert!(h.to_exponential().unwrap_err().contains("span"));
+        assert!(h.to_exponential(1 << 20).unwrap_err().contains("schema -53"));
+        // Two buckets far apart: a few bytes spanning 200 thousand indexes.
+        let h = Histogram::from_buckets(0, 0, (0.0, 0), &[(1, 3), (200_000, 1)], &[], 1.0);
+        let e = h.to_exponential(1 << 16).unwrap_err();
+        assert!(e.contains("spanning 200000 indexes, more than the 65536"), "{e}");
+        let h = Histogram::from_buckets(0, 0, (0.0, 0), &[], &[(-300_000, 1)], 1.0);
+        let e = h.to_exponential(1 << 16).unwrap_err();
+        assert!(e.contains("a negative bucket index of -300000"), "{e}");
+        // The room is for both sides.
+        let h = Histogram::from_buckets(0, 0, (0.0, 0), &[(1, 3), (4, 1)], &[(1, 1), (2, 1)], 1.0);
+        assert!(h.to_exponential(6).is_ok());
+        assert!(h.to_exponential(5).unwrap_err().contains("negative buckets spanning 2"));
     }
 }

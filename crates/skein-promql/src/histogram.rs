@@ -8,11 +8,13 @@
 //! are detected bucket by bucket; a quantile interpolates linearly inside
 //! its bucket (Prometheus 2.x).
 
-use skein_model::metric::{ExpBuckets, ExpHistogramValue};
+use skein_model::metric::{ExpBuckets, ExpHistogramValue, MAX_EXP_BUCKET_INDEX};
 
 /// The finest and coarsest schemas Prometheus has.
 pub const MAX_SCHEMA: i32 = 8;
 pub const MIN_SCHEMA: i32 = -4;
+/// The finest scale OTLP has.
+const MAX_OTLP_SCALE: i32 = 20;
 
 /// One side's buckets: `counts[k]` is bucket `offset + k`.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -137,9 +139,24 @@ impl FloatHistogram {
     /// "Prometheus and OpenMetrics compatibility": the scale is the
     /// schema, a finer scale than 8 is coarsened to 8, a coarser one than
     /// -4 has no Prometheus form; Prometheus's bucket `i` is OTLP's
-    /// `i - 1`).
+    /// `i - 1`). `None` too for a bucket beyond any float's.
     pub fn from_otlp(h: &ExpHistogramValue) -> Option<FloatHistogram> {
-        if h.scale < MIN_SCHEMA {
+        // OTLP's scales are -10 to 20.
+        if h.scale < MIN_SCHEMA || h.scale > MAX_OTLP_SCALE {
+            return None;
+        }
+        // Buckets no float falls in (at the schema they are read at):
+        // refused rather than letting a sum with another histogram span
+        // the gap between them.
+        let shift = (h.scale - MAX_SCHEMA).max(0);
+        let in_range = |b: &Option<ExpBuckets>| {
+            b.as_ref().is_none_or(|b| {
+                let first = i64::from(b.offset) >> shift;
+                let last = (i64::from(b.offset) + b.bucket_counts.len() as i64) >> shift;
+                first.abs().max(last.abs()) <= MAX_EXP_BUCKET_INDEX
+            })
+        };
+        if !in_range(&h.positive) || !in_range(&h.negative) {
             return None;
         }
         let side = |b: &Option<ExpBuckets>| {
@@ -464,6 +481,13 @@ mod tests {
             }
         );
         assert!(FloatHistogram::from_otlp(&otlp(-5, 0, &[1])).is_none());
+        assert!(FloatHistogram::from_otlp(&otlp(21, 0, &[1])).is_none());
+        // A bucket beyond any float's: none, at schema 8 and (coarsened to
+        // 8) at scale 20.
+        assert!(FloatHistogram::from_otlp(&otlp(8, i32::MIN, &[1])).is_none());
+        assert!(FloatHistogram::from_otlp(&otlp(0, 1 << 20, &[1])).is_none());
+        assert!(FloatHistogram::from_otlp(&otlp(20, 1000 << 20, &[1])).is_some());
+        assert!(FloatHistogram::from_otlp(&otlp(20, 1200 << 20, &[1])).is_none());
     }
 
     #[test]

@@ -790,6 +790,14 @@ fn histogram_quantile_and_fraction_interpolate_inside_a_bucket() {
     assert_eq!(f("0", "2"), 0.5);
     assert_eq!(f("0", "3"), 0.75);
     assert_eq!(f("-Inf", "+Inf"), 1.0);
+    // Mean 20/8 = 2.5; four at √2 (the geometric middle of (1, 2]) and
+    // four at √8 (of (2, 4]).
+    assert_eq!(one(&src, "histogram_avg(h{job=\"a\"})", at), 2.5);
+    let var = (4.0 * (2f64.sqrt() - 2.5).powi(2) + 4.0 * (8f64.sqrt() - 2.5).powi(2)) / 8.0;
+    let got = one(&src, "histogram_stdvar(h{job=\"a\"})", at);
+    assert!((got - var).abs() < 1e-12, "{got} vs {var}");
+    let got = one(&src, "histogram_stddev(h{job=\"a\"})", at);
+    assert!((got - var.sqrt()).abs() < 1e-12, "{got}");
 }
 
 #[test]

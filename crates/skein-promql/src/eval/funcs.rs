@@ -285,10 +285,14 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, c: &Call, t: i64) -> Result<Value, Er
             let v = ev.eval_vector(arg(1)?, t)?;
             Ok(Value::Vector(histogram_quantile(q, v)))
         }
-        "histogram_count" | "histogram_sum" => {
+        "histogram_count" | "histogram_sum" | "histogram_avg" | "histogram_stddev" | "histogram_stdvar" => {
             let v = ev.eval_vector(arg(0)?, t)?;
-            Ok(Value::Vector(of_histograms(v, |h| {
-                if name == "histogram_count" { h.count } else { h.sum }
+            Ok(Value::Vector(of_histograms(v, |h| match name {
+                "histogram_count" => h.count,
+                "histogram_sum" => h.sum,
+                "histogram_avg" => h.sum / h.count,
+                "histogram_stddev" => histogram_variance(h).sqrt(),
+                _ => histogram_variance(h),
             })))
         }
         "histogram_fraction" => {
@@ -836,6 +840,28 @@ fn of_histograms(v: Vec<Sample>, f: impl Fn(&FloatHistogram) -> f64) -> Vec<Samp
     v.into_iter()
         .filter_map(|s| Some(Sample::float(s.labels.without_name(), f(s.histogram.as_deref()?))))
         .collect()
+}
+
+/// The estimated variance of a native histogram's observations (Prometheus
+/// 3 `histogram_stdvar`): each bucket's observations taken at its
+/// geometric mean (0 for the zero bucket), against the mean `sum / count`.
+fn histogram_variance(h: &FloatHistogram) -> f64 {
+    let mean = h.sum / h.count;
+    let (mut variance, mut c) = (0.0f64, 0.0f64);
+    for b in h.buckets() {
+        if b.count == 0.0 {
+            continue;
+        }
+        let val = if b.lower <= 0.0 && b.upper >= 0.0 {
+            0.0
+        } else {
+            let g = (b.upper * b.lower).sqrt();
+            if b.upper < 0.0 { -g } else { g }
+        };
+        let delta = val - mean;
+        (variance, c) = kahan_inc(b.count * delta * delta, variance, c);
+    }
+    (variance + c) / h.count
 }
 
 fn histogram_quantile(q: f64, v: Vec<Sample>) -> Vec<Sample> {

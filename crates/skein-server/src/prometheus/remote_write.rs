@@ -15,13 +15,16 @@
 //!
 //! A request is all or nothing: a series without `__name__`, a label
 //! without a name, a negative timestamp or a histogram that cannot be
-//! stored exactly (a custom-bucket schema, fractional counts) refuses the
-//! whole request (400, naming the series) before anything is stored.
+//! stored exactly (a custom-bucket schema, fractional counts) or whose
+//! buckets span more indexes than the request has bytes (a sparse
+//! histogram is stored dense, so a few bytes must not grow to gigabytes)
+//! refuses the whole request (400, naming the series) before anything is
+//! stored.
 
 use std::sync::Arc;
 
 use prost::Message;
-use skein_model::metric::Temporality;
+use skein_model::metric::{ExpBuckets, Temporality};
 use skein_model::otlp::Decoded;
 use skein_model::{KeyValue, MetricDesc, MetricKind, MetricPoint, Number, PointValue, Resource, Scope};
 
@@ -63,6 +66,10 @@ pub fn decode(body: &[u8], limit: usize) -> Result<Decoded<MetricPoint>, String>
         .map_err(|e| format!("remote write body is not a protobuf WriteRequest: {e}"))?;
     let scope = Arc::new(Scope::default());
     let mut records = Vec::new();
+    // Dense buckets the request's native histograms may expand to: about
+    // one per byte it holds (a histogram a few bytes long can span any
+    // range, and is stored dense), and room for a small request's.
+    let mut bucket_room = raw.len().saturating_add(1 << 16);
     for ts in req.timeseries {
         let mut name = None;
         let mut attributes = Vec::with_capacity(ts.labels.len());
@@ -93,12 +100,14 @@ pub fn decode(body: &[u8], limit: usize) -> Result<Decoded<MetricPoint>, String>
         });
         for h in &ts.histograms {
             let time = stored_time(&ts.labels, h.timestamp)?;
-            let value = h.to_exponential().map_err(|e| {
+            let value = h.to_exponential(bucket_room).map_err(|e| {
                 format!(
                     "series {} has a native histogram Skein cannot store: {e}",
                     describe(&ts.labels)
                 )
             })?;
+            let dense = |b: &Option<ExpBuckets>| b.as_ref().map_or(0, |b| b.bucket_counts.len());
+            bucket_room -= dense(&value.positive) + dense(&value.negative);
             records.push(MetricPoint {
                 metric: histogram_metric.clone(),
                 attributes: attributes.clone(),
@@ -246,5 +255,91 @@ mod tests {
         };
         let e = decode(&encode(&req), 1 << 20).unwrap_err();
         assert!(e.contains("has no __name__ label") && e.contains("job=\"x\""), "{e}");
+    }
+
+    /// What any decoded request must be: named points, and native
+    /// histograms PromQL can read, within the request's bucket room.
+    fn check(raw_len: usize, d: &Decoded<MetricPoint>) -> Result<(), proptest::test_runner::TestCaseError> {
+        let mut dense = 0;
+        for p in &d.records {
+            proptest::prop_assert!(!p.metric.name.is_empty());
+            if let PointValue::ExponentialHistogram(e) = &p.value {
+                dense += e.positive.as_ref().map_or(0, |b| b.bucket_counts.len());
+                dense += e.negative.as_ref().map_or(0, |b| b.bucket_counts.len());
+                if let Some((_, Some(h))) = skein_promql::naming::native_histogram(p) {
+                    let _ = (h.buckets(), h.quantile(0.9), h.fraction(0.0, 1.0));
+                }
+            }
+        }
+        proptest::prop_assert!(dense <= raw_len + (1 << 16));
+        Ok(())
+    }
+
+    fn sample_request() -> Vec<u8> {
+        let mut ts = series(&[("__name__", "h"), ("job", "j")], &[(5, 1.0)]);
+        ts.histograms = vec![
+            Histogram::from_buckets(1, 3, (0.001, 2), &[(-4, 1), (-3, 2), (7, 5)], &[(2, 1)], 9.0),
+            Histogram::from_buckets(2, -2, (0.0, 0), &[(0, 1)], &[], 0.5),
+        ];
+        WriteRequest { timeseries: vec![ts] }.encode_to_vec()
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics_on_arbitrary_bytes(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
+            let _ = decode(&data, 1 << 20);
+            // The same bytes as the protobuf inside a good snappy body.
+            let body = snap::raw::Encoder::new().compress_vec(&data).unwrap();
+            if let Ok(d) = decode(&body, 1 << 20) {
+                check(data.len(), &d)?;
+            }
+        }
+
+        #[test]
+        fn damaged_requests_never_panic(
+            edits in proptest::collection::vec((proptest::prelude::any::<proptest::sample::Index>(), 1..=255u8), 1..4),
+            cut in proptest::prelude::any::<proptest::sample::Index>(),
+        ) {
+            let mut raw = sample_request();
+            for (at, x) in &edits {
+                let i = at.index(raw.len());
+                raw[i] ^= x;
+            }
+            for raw in [&raw[..], &raw[..cut.index(raw.len() + 1)]] {
+                let body = snap::raw::Encoder::new().compress_vec(raw).unwrap();
+                if let Ok(d) = decode(&body, 1 << 20) {
+                    check(raw.len(), &d)?;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_sparse_histogram_cannot_grow_past_its_requests_room() {
+        // A few bytes: two buckets two million indexes apart.
+        let mut ts = series(&[("__name__", "h")], &[]);
+        ts.histograms = vec![Histogram::from_buckets(
+            1,
+            0,
+            (0.0, 0),
+            &[(0, 1), (200_000, 1)],
+            &[],
+            1.0,
+        )];
+        let e = decode(
+            &encode(&WriteRequest {
+                timeseries: vec![ts.clone()],
+            }),
+            1 << 20,
+        )
+        .unwrap_err();
+        assert!(e.contains("spanning 200001 indexes"), "{e}");
+        // The room is the request's, not each histogram's: many wide ones
+        // add up.
+        ts.histograms = (0..100)
+            .map(|t| Histogram::from_buckets(t, 0, (0.0, 0), &[(0, 1), (20_000, 1)], &[], 1.0))
+            .collect();
+        let e = decode(&encode(&WriteRequest { timeseries: vec![ts] }), 1 << 20).unwrap_err();
+        assert!(e.contains("room for"), "{e}");
     }
 }
