@@ -554,94 +554,100 @@ fn secs(t: i64) -> String {
     format!("{:.3}", t as f64 / 1000.0)
 }
 
-/// Asks Skein and Prometheus each query, instant at each of `instants`
-/// and (but for `matrix` queries) over `range` (start, end, step in
-/// seconds): the differences, the points that agreed and the queries
-/// asked.
-fn ask_both(
-    client: &reqwest::blocking::Client,
-    skein: &str,
-    prom: &str,
-    queries: &[&str],
-    matrix: &[&str],
-    instants: &[i64],
-    (start, end, step): (i64, i64, u32),
-) -> (Vec<String>, usize, usize) {
-    let mut failures = Vec::new();
-    let mut points = 0;
-    let mut compared = 0;
-    let mut check = |what: String, s: &Value, p: &Value| match compare(&what, s, p) {
-        Ok(n) => points += n,
-        Err(e) => failures.push(e),
-    };
-    for q in queries.iter().chain(matrix) {
-        for &t in instants {
-            let params = [("query", q.to_string()), ("time", secs(t))];
-            let (_, s) = get(client, &format!("{skein}/prometheus/api/v1/query"), &params);
-            let (_, p) = get(client, &format!("{prom}/api/v1/query"), &for_prometheus(&params));
-            check(format!("{q} @ {}", secs(t)), &s, &p);
+/// Prometheus and Skein holding the same remote-written data. Skein has
+/// a small hot tier, so it answers from several Parquet parts (read as
+/// series samples) and the hot tier at once.
+struct Oracle {
+    prom: Prometheus,
+    skein: Server,
+    client: reqwest::blocking::Client,
+    /// Where the data starts.
+    t0: i64,
+    _dir: tempfile::TempDir,
+}
+
+impl Oracle {
+    /// Starts both and writes them `bodies(t0)`.
+    fn start(hot_max_bytes: &str, bodies: impl FnOnce(i64) -> Vec<Vec<u8>>) -> Oracle {
+        let dir = tempfile::tempdir().unwrap();
+        let prom = start_prometheus(
+            &dir.path().join("prom"),
+            "global:\n  scrape_interval: 15s\n  evaluation_interval: 1m\n",
+        );
+        let skein = Server::start(&dir.path().join("skein"), &["--hot-max-bytes", hot_max_bytes]);
+        let client = reqwest::blocking::Client::new();
+        let t0 = recent_start();
+        write_both(&client, &prom.url, &skein.api, &bodies(t0));
+        let parts = skein.get_json("/api/v1/stats")["parts"].as_u64().unwrap_or(0);
+        assert!(
+            parts >= 2,
+            "the samples should sit in parts too, not only the hot tier: {parts} parts"
+        );
+        Oracle {
+            prom,
+            skein,
+            client,
+            t0,
+            _dir: dir,
         }
-        if !matrix.contains(q) {
-            let params = [
-                ("query", q.to_string()),
-                ("start", secs(start)),
-                ("end", secs(end)),
-                ("step", step.to_string()),
-            ];
-            let (_, s) = get(client, &format!("{skein}/prometheus/api/v1/query_range"), &params);
-            let (_, p) = get(client, &format!("{prom}/api/v1/query_range"), &for_prometheus(&params));
-            check(format!("{q} over [{start}, {end}]"), &s, &p);
-        }
-        compared += 1;
     }
-    (failures, points, compared)
+
+    /// Asks both each query, instant at each of `instants` and (but for
+    /// `matrix` queries) from 5 to 115 minutes in at 60 s steps, and fails
+    /// on any difference; the points that agreed.
+    fn agree(&self, queries: &[&str], matrix: &[&str], instants: &[i64]) -> usize {
+        let (skein, prom, client) = (&self.skein.api, &self.prom.url, &self.client);
+        let (start, end, step) = (self.t0 + 5 * MIN, self.t0 + 115 * MIN, 60);
+        let mut failures = Vec::new();
+        let mut points = 0;
+        let mut check = |what: String, s: &Value, p: &Value| match compare(&what, s, p) {
+            Ok(n) => points += n,
+            Err(e) => failures.push(e),
+        };
+        for q in queries.iter().chain(matrix) {
+            for &t in instants {
+                let params = [("query", q.to_string()), ("time", secs(t))];
+                let (_, s) = get(client, &format!("{skein}/prometheus/api/v1/query"), &params);
+                let (_, p) = get(client, &format!("{prom}/api/v1/query"), &for_prometheus(&params));
+                check(format!("{q} @ {}", secs(t)), &s, &p);
+            }
+            if !matrix.contains(q) {
+                let params = [
+                    ("query", q.to_string()),
+                    ("start", secs(start)),
+                    ("end", secs(end)),
+                    ("step", step.to_string()),
+                ];
+                let (_, s) = get(client, &format!("{skein}/prometheus/api/v1/query_range"), &params);
+                let (_, p) = get(client, &format!("{prom}/api/v1/query_range"), &for_prometheus(&params));
+                check(format!("{q} over [{start}, {end}]"), &s, &p);
+            }
+        }
+        assert!(
+            failures.is_empty(),
+            "{} of the comparisons differ from Prometheus ({points} points agreed):\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
+        points
+    }
 }
 
 #[test]
 fn promql_answers_as_prometheus_does() {
-    let dir = tempfile::tempdir().unwrap();
-    let prom = start_prometheus(
-        &dir.path().join("prom"),
-        "global:\n  scrape_interval: 15s\n  evaluation_interval: 1m\n",
-    );
-    // A small hot tier: the samples are answered from several Parquet
-    // parts (read as series samples) and the hot tier at once.
-    let skein = Server::start(&dir.path().join("skein"), &["--hot-max-bytes", "1MiB"]);
-    let client = reqwest::blocking::Client::new();
-
-    let t0 = recent_start();
-    let data = generate(t0);
-    write_both(&client, &prom.url, &skein.api, &requests(&data, t0));
-
-    let parts = skein.get_json("/api/v1/stats")["parts"].as_u64().unwrap_or(0);
-    assert!(
-        parts >= 2,
-        "the samples should sit in parts too, not only the hot tier: {parts} parts"
-    );
-
+    let o = Oracle::start("1MiB", |t0| requests(&generate(t0), t0));
+    let (prom, skein, client, t0) = (&o.prom, &o.skein, o.client.clone(), o.t0);
     let instants = [
         t0 + 30 * MIN + 7_000,
         t0 + 60 * MIN + 20_000,
         t0 + 74 * MIN,
         t0 + 118 * MIN,
     ];
-    let range = (t0 + 5 * MIN, t0 + 115 * MIN, 60);
-    let (failures, points, compared) = ask_both(
-        &client,
-        &skein.api,
-        &prom.url,
-        QUERIES,
-        MATRIX_QUERIES,
-        &instants,
-        range,
-    );
-    assert!(compared >= 60, "the suite has at least 60 queries");
     assert!(
-        failures.is_empty(),
-        "{} of the comparisons differ from Prometheus ({points} points agreed):\n{}",
-        failures.len(),
-        failures.join("\n")
+        QUERIES.len() + MATRIX_QUERIES.len() >= 60,
+        "the suite has at least 60 queries"
     );
+    let points = o.agree(QUERIES, MATRIX_QUERIES, &instants);
     assert!(points > 10_000, "the queries compared real data ({points} points)");
 
     // The metadata endpoints list what Prometheus lists.
@@ -924,46 +930,20 @@ fn histogram_requests(t0: i64) -> Vec<Vec<u8>> {
 
 #[test]
 fn native_histograms_answer_as_prometheus_does() {
-    let dir = tempfile::tempdir().unwrap();
-    let prom = start_prometheus(
-        &dir.path().join("prom"),
-        "global:\n  scrape_interval: 15s\n  evaluation_interval: 1m\n",
-    );
-    let skein = Server::start(&dir.path().join("skein"), &["--hot-max-bytes", "256KiB"]);
-    let client = reqwest::blocking::Client::new();
-    let t0 = recent_start();
-    write_both(&client, &prom.url, &skein.api, &histogram_requests(t0));
-    let parts = skein.get_json("/api/v1/stats")["parts"].as_u64().unwrap_or(0);
-    assert!(parts >= 2, "the histograms should sit in parts too: {parts} parts");
-
+    let o = Oracle::start("256KiB", histogram_requests);
+    let t0 = o.t0;
     let instants = [
         t0 + 30 * MIN + 7_000,
         t0 + 61 * MIN,
         t0 + 90 * MIN + 40_000,
         t0 + 118 * MIN,
     ];
-    let range = (t0 + 5 * MIN, t0 + 115 * MIN, 60);
-    let (failures, points, compared) = ask_both(
-        &client,
-        &skein.api,
-        &prom.url,
-        HISTOGRAM_QUERIES,
-        HISTOGRAM_MATRIX_QUERIES,
-        &instants,
-        range,
-    );
-    assert_eq!(compared, HISTOGRAM_QUERIES.len() + HISTOGRAM_MATRIX_QUERIES.len());
-    assert!(
-        failures.is_empty(),
-        "{} of the comparisons differ from Prometheus ({points} points agreed):\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    let points = o.agree(HISTOGRAM_QUERIES, HISTOGRAM_MATRIX_QUERIES, &instants);
     assert!(points > 2_000, "the queries compared real data ({points} points)");
 
     // People see a histogram as its count, sum and buckets.
     let out = Command::new(common::bin())
-        .args(["--server", &skein.api, "query", "metrics", "--format", "table"])
+        .args(["--server", &o.skein.api, "query", "metrics", "--format", "table"])
         .args(["--promql", "rpc_duration_seconds{method=\"GET\"}"])
         .args(["--until", &(instants[1] / 1000).to_string()])
         .output()
