@@ -606,6 +606,9 @@ fn of_histogram_range(name: &str, s: &Series, c: Ctx) -> Option<Option<SampleVal
         }
         "irate" | "idelta" if only && hs.len() >= 2 => {
             let ((t0, prev), (t1, last)) = (&hs[hs.len() - 2], &hs[hs.len() - 1]);
+            if t1 == t0 {
+                return Some(None);
+            }
             let mut h = if name == "irate" && last.detect_reset(prev) {
                 last.as_ref().clone()
             } else {
