@@ -151,7 +151,16 @@ impl Histogram {
             let mut idx = 0i64;
             let mut k = 0usize;
             let mut count = 0i64;
-            for span in spans {
+            for (n, span) in spans.iter().enumerate() {
+                // Buckets ascend: only the first span may start anywhere
+                // (as Prometheus validates them).
+                if n > 0 && span.offset < 0 {
+                    return Err(format!(
+                        "the {name} span number {} has a negative offset ({})",
+                        n + 1,
+                        span.offset
+                    ));
+                }
                 idx += i64::from(span.offset);
                 for _ in 0..span.length {
                     let given = if float { counts.len() } else { deltas.len() };
@@ -357,6 +366,15 @@ mod tests {
         let mut h = Histogram::from_buckets(0, 0, (0.0, 0), &[(1, 3), (2, 1)], &[], 1.0);
         h.positive_deltas[1] = -5;
         assert!(h.to_exponential(1 << 20).unwrap_err().contains("negative"));
+        // A later span going back (found by the fuzzer: the buckets were
+        // taken to ascend, and one landed before the first).
+        let mut h = Histogram::from_buckets(0, 0, (0.0, 0), &[(1, 3), (4, 1)], &[], 1.0);
+        h.positive_spans[1].offset = -5;
+        let e = h.to_exponential(1 << 20).unwrap_err();
+        assert!(
+            e.contains("the positive span number 2 has a negative offset (-5)"),
+            "{e}"
+        );
         let h = Histogram::from_buckets(0, -53, (0.0, 0), &[(1, 3)], &[], 1.0);
         assert!(h.to_exponential(1 << 20).unwrap_err().contains("schema -53"));
         // Two buckets far apart: a few bytes spanning 200 thousand indexes.
