@@ -65,8 +65,12 @@ fn parse(text: &str) -> Vec<Call> {
             if let Some((n, head, start)) = open.remove(&tid)
                 && n == name
             {
+                // The resumed line is stamped when the call returns, and
+                // its duration is the whole call's: it ended at `start +
+                // duration`, not a duration after the resumed stamp (which
+                // once put a WAL write's end past the fdatasync after it).
                 let args = format!("{head}{tail}");
-                out.push(call(tid, &n, &args, start, ts + duration(tail)));
+                out.push(call(tid, &n, &args, start, start + duration(tail)));
             }
             continue;
         }
@@ -212,6 +216,25 @@ fn unsynced_acks(calls: &[Call], port: u16) -> Vec<String> {
         }
     }
     bad
+}
+
+#[test]
+fn a_call_strace_split_in_two_ends_when_it_returned() {
+    // A pwrite interrupted by another thread's line, then the fdatasync
+    // right after it on the same thread.
+    let trace = "\
+7 100.000100 pwrite64(14</d/wal/1.wal>, \"x\", 1, 0 <unfinished ...>
+8 100.000200 write(3<socket:[1]>, \"y\", 1) = 1 <0.000010>
+7 100.001000 <... pwrite64 resumed>) = 1 <0.000900>
+7 100.001100 fdatasync(14</d/wal/1.wal>) = 0 <0.000500>
+";
+    let calls = parse(trace);
+    let write = calls.iter().find(|c| c.name == "pwrite64").unwrap();
+    let sync = calls.iter().find(|c| c.name == "fdatasync").unwrap();
+    assert!((write.start - 100.0001).abs() < 1e-9);
+    assert!((write.end - 100.001).abs() < 1e-9, "{}", write.end);
+    assert!(sync.start >= write.end);
+    assert_eq!(write.target, "14</d/wal/1.wal>");
 }
 
 #[test]
