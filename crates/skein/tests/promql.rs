@@ -592,6 +592,29 @@ impl Oracle {
         }
     }
 
+    /// Fails unless Skein's `path` (`series`, `labels`, `label/…/values`)
+    /// lists what Prometheus's does, over all the data.
+    fn same_listing(&self, path: &str, extra: Vec<(&str, String)>) {
+        let mut params = vec![("start", secs(self.t0 - MIN)), ("end", secs(self.t0 + 130 * MIN))];
+        params.extend(extra);
+        let sorted = |url: String| {
+            let (_, v) = get(&self.client, &url, &params);
+            let mut a: Vec<String> = v["data"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{url}: no data: {v}"))
+                .iter()
+                .map(|x| x.to_string())
+                .collect();
+            a.sort();
+            a
+        };
+        assert_eq!(
+            sorted(format!("{}/prometheus/api/v1/{path}", self.skein.api)),
+            sorted(format!("{}/api/v1/{path}", self.prom.url)),
+            "{path} {params:?}"
+        );
+    }
+
     /// Asks both each query, instant at each of `instants` and (but for
     /// `matrix` queries) from 5 to 115 minutes in at 60 s steps, and fails
     /// on any difference; the points that agreed.
@@ -651,7 +674,6 @@ fn promql_answers_as_prometheus_does() {
     assert!(points > 10_000, "the queries compared real data ({points} points)");
 
     // The metadata endpoints list what Prometheus lists.
-    let all = [("start", secs(t0 - MIN)), ("end", secs(t0 + 130 * MIN))];
     for (path, extra) in [
         ("series", vec![("match[]", "temperature_celsius".to_string())]),
         ("series", vec![("match[]", "{job=\"batch\"}".to_string())]),
@@ -663,21 +685,7 @@ fn promql_answers_as_prometheus_does() {
             vec![("match[]", "request_duration_seconds_bucket".to_string())],
         ),
     ] {
-        let mut params: Vec<(&str, String)> = all.to_vec();
-        params.extend(extra);
-        let (_, s) = get(&client, &format!("{}/prometheus/api/v1/{path}", skein.api), &params);
-        let (_, p) = get(&client, &format!("{}/api/v1/{path}", prom.url), &params);
-        let sorted = |v: &Value| {
-            let mut a: Vec<String> = v["data"]
-                .as_array()
-                .expect("data")
-                .iter()
-                .map(|x| x.to_string())
-                .collect();
-            a.sort();
-            a
-        };
-        assert_eq!(sorted(&s), sorted(&p), "{path} {params:?}");
+        o.same_listing(path, extra);
     }
 
     // Bad input: Prometheus's error format and status.
@@ -939,6 +947,18 @@ fn native_histograms_answer_as_prometheus_does() {
         t0 + 118 * MIN,
     ];
     let points = o.agree(HISTOGRAM_QUERIES, HISTOGRAM_MATRIX_QUERIES, &instants);
+    for (path, extra) in [
+        ("series", vec![("match[]", "rpc_duration_seconds".to_string())]),
+        ("series", vec![("match[]", "{method=\"POST\"}".to_string())]),
+        ("labels", vec![]),
+        ("label/__name__/values", vec![]),
+        (
+            "label/method/values",
+            vec![("match[]", "rpc_duration_seconds".to_string())],
+        ),
+    ] {
+        o.same_listing(path, extra);
+    }
     assert!(points > 2_000, "the queries compared real data ({points} points)");
 
     // People see a histogram as its count, sum and buckets.
