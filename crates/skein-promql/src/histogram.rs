@@ -294,8 +294,7 @@ impl FloatHistogram {
         if self.count < prev.count || self.schema > prev.schema || self.zero_threshold < prev.zero_threshold {
             return true;
         }
-        let prev = prev.to_schema(self.schema);
-        let mut prev = prev;
+        let mut prev = prev.to_schema(self.schema);
         prev.widen_zero_bucket(self.zero_threshold);
         if self.zero_threshold != prev.zero_threshold || self.zero_count < prev.zero_count {
             return true;

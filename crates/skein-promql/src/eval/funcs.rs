@@ -53,6 +53,9 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, c: &Call, t: i64) -> Result<Value, Er
             "predict_linear" => Some(ev.eval_scalar(arg(1)?, t)?),
             _ => None,
         };
+        // Prometheus drops the name for every function of a range vector
+        // but last_over_time and first_over_time.
+        let keeps_name = matches!(name, "last_over_time" | "first_over_time");
         let mut out = Vec::with_capacity(series.len());
         for s in series {
             let c = Ctx {
@@ -61,31 +64,26 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, c: &Call, t: i64) -> Result<Value, Er
                 range_end: re,
                 arg: extra,
             };
-            if !s.histograms.is_empty()
+            let v = if !s.histograms.is_empty()
                 && let Some(v) = of_histogram_range(name, &s, c)
             {
-                let keeps_name = matches!(name, "last_over_time" | "first_over_time");
-                let labels = if keeps_name { s.labels } else { s.labels.without_name() };
-                match v {
-                    Some(SampleValue::Float(v)) => out.push(Sample::float(labels, v)),
-                    Some(SampleValue::Histogram(h)) => out.push(Sample::histogram(labels, h)),
-                    None => {}
-                }
-                continue;
-            }
-            if s.samples.is_empty() {
-                continue;
-            }
-            let v = f(&s.samples, c);
-            if let Some(v) = v {
-                // Prometheus drops the name for every function of a range
-                // vector but last_over_time and first_over_time.
-                let labels = if name == "last_over_time" || name == "first_over_time" {
-                    s.labels
+                v
+            } else if s.samples.is_empty() {
+                None
+            } else {
+                f(&s.samples, c).map(SampleValue::Float)
+            };
+            let labels = || {
+                if keeps_name {
+                    s.labels.clone()
                 } else {
                     s.labels.without_name()
-                };
-                out.push(Sample::float(labels, v));
+                }
+            };
+            match v {
+                Some(SampleValue::Float(v)) => out.push(Sample::float(labels(), v)),
+                Some(SampleValue::Histogram(h)) => out.push(Sample::histogram(labels(), h)),
+                None => {}
             }
         }
         return Ok(Value::Vector(out));
@@ -654,7 +652,7 @@ fn of_histogram_range(name: &str, s: &Series, c: Ctx) -> Option<Option<SampleVal
 /// histogram before a reset, extrapolated as floats are (Prometheus 2.x:
 /// with no clamp at zero). `None` for fewer than two.
 fn histogram_extrapolated(
-    s: &[(i64, std::sync::Arc<FloatHistogram>)],
+    s: &[(i64, Arc<FloatHistogram>)],
     c: Ctx,
     is_counter: bool,
     is_rate: bool,

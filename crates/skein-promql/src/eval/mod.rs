@@ -789,20 +789,20 @@ fn vector_vector(
         let sig = signature(&ls.labels, on);
         let Some(rs) = one_by.get(&sig) else { continue };
         let (l, r) = if one_to_many { (rs, &ls) } else { (&ls, rs) };
-        let histogram = if l.is_float() && r.is_float() {
-            None
+        let (value, histogram) = if l.is_float() && r.is_float() {
+            let (mut value, keep) = scalar_op(op, l.value, r.value)?;
+            if return_bool {
+                value = if keep { 1.0 } else { 0.0 };
+            } else if !keep {
+                continue;
+            }
+            (value, None)
         } else {
             match histogram_op(op, l, r).filter(|_| !return_bool) {
-                Some(h) => Some(Arc::new(h)),
+                Some(h) => (0.0, Some(Arc::new(h))),
                 None => continue,
             }
         };
-        let (mut value, keep) = scalar_op(op, l.value, r.value)?;
-        if return_bool {
-            value = if keep { 1.0 } else { 0.0 };
-        } else if !keep && histogram.is_none() {
-            continue;
-        }
         // The result's labels: the "many" side's, narrowed for one-to-one
         // matching to what was matched on, plus any group_x labels from the
         // "one" side.

@@ -91,33 +91,36 @@ pub fn decode(body: &[u8], limit: usize) -> Result<Decoded<MetricPoint>, String>
             attributes: resource,
             ..Default::default()
         });
-        let histogram_metric = Arc::new(MetricDesc {
-            name: name.clone(),
-            kind: MetricKind::ExponentialHistogram {
-                temporality: Temporality::Cumulative,
-            },
-            ..Default::default()
-        });
-        for h in &ts.histograms {
-            let time = stored_time(&ts.labels, h.timestamp)?;
-            let value = h.to_exponential(bucket_room).map_err(|e| {
-                format!(
-                    "series {} has a native histogram Skein cannot store: {e}",
-                    describe(&ts.labels)
-                )
-            })?;
-            let dense = |b: &Option<ExpBuckets>| b.as_ref().map_or(0, |b| b.bucket_counts.len());
-            bucket_room -= dense(&value.positive) + dense(&value.negative);
-            records.push(MetricPoint {
-                metric: histogram_metric.clone(),
-                attributes: attributes.clone(),
-                time_unix_nano: time,
-                flags: if h.is_stale() { NO_RECORDED_VALUE } else { 0 },
-                value: PointValue::ExponentialHistogram(value),
-                resource: resource.clone(),
-                scope: scope.clone(),
+        // Only a series that has histograms pays for their metric.
+        if !ts.histograms.is_empty() {
+            let metric = Arc::new(MetricDesc {
+                name: name.clone(),
+                kind: MetricKind::ExponentialHistogram {
+                    temporality: Temporality::Cumulative,
+                },
                 ..Default::default()
             });
+            for h in &ts.histograms {
+                let time = stored_time(&ts.labels, h.timestamp)?;
+                let value = h.to_exponential(bucket_room).map_err(|e| {
+                    format!(
+                        "series {} has a native histogram Skein cannot store: {e}",
+                        describe(&ts.labels)
+                    )
+                })?;
+                let dense = |b: &Option<ExpBuckets>| b.as_ref().map_or(0, |b| b.bucket_counts.len());
+                bucket_room -= dense(&value.positive) + dense(&value.negative);
+                records.push(MetricPoint {
+                    metric: metric.clone(),
+                    attributes: attributes.clone(),
+                    time_unix_nano: time,
+                    flags: if h.is_stale() { NO_RECORDED_VALUE } else { 0 },
+                    value: PointValue::ExponentialHistogram(value),
+                    resource: resource.clone(),
+                    scope: scope.clone(),
+                    ..Default::default()
+                });
+            }
         }
         let metric = Arc::new(MetricDesc {
             name,
