@@ -3,7 +3,7 @@
 //! and BLAKE3; restore into a new data directory; verify either.
 //!
 //! A backup holds the relative names of a data directory
-//! (`parts/spans/<id>.parquet`, its `.idx`, `.txt` and `.calls`,
+//! (`parts/spans/<id>.parquet`, its `.idx`, `.txt`, `.calls` or `.samples`,
 //! `parts/payloads/<id>.pack`) and `manifest.json`, so a restore is a copy
 //! and the restored directory opens like any other. There is no WAL in a
 //! backup: the hot tier is flushed first (see `Engine::backup`), so the

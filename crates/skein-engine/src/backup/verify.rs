@@ -176,6 +176,7 @@ pub(crate) fn digest(repo: &dyn Repo, name: &str) -> Result<String> {
 enum Kind {
     Part,
     Calls,
+    Samples,
     Index,
     Text,
     Pack,
@@ -193,6 +194,8 @@ impl Kind {
                 Some(Kind::Part)
             } else if rest.ends_with(".calls") {
                 Some(Kind::Calls)
+            } else if rest.ends_with(".samples") {
+                Some(Kind::Samples)
             } else if rest.ends_with(".idx") {
                 Some(Kind::Index)
             } else if part::is_text_index(rest) {
@@ -222,6 +225,10 @@ fn check_file(repo: &dyn Repo, name: &str, kind: Kind) -> std::result::Result<Op
     match kind {
         Kind::Part => check_parquet(src.clone(), true).map(|_| None),
         Kind::Calls => check_parquet(src.clone(), false).map(|_| None),
+        Kind::Samples => crate::part::samples::SampleTable::read_from(src.clone(), name.to_string())
+            .and_then(|t| t.verify())
+            .map(|_| None)
+            .map_err(|e| e.to_string()),
         Kind::Index => index::decode(&whole()?).map(|_| None).map_err(|e| e.to_string()),
         Kind::Text => skein_text::PartTextIndex::open(whole()?)
             .map(|_| None)

@@ -12,6 +12,7 @@ mod constants;
 pub mod index;
 pub mod page_cache;
 mod reader;
+pub mod samples;
 pub mod series_memo;
 mod sink;
 mod writer;
@@ -90,17 +91,19 @@ pub fn is_text_index(name: &str) -> bool {
 }
 
 /// The files beside a part's Parquet file, deleted with it (a span part's
-/// calls table too).
+/// calls table and a metric part's sample table too).
 pub fn sidecar_names(signal: Signal, id: u64) -> Vec<String> {
     let mut names = vec![index_name(signal, id), text_name(signal, id)];
-    if signal == Signal::Spans {
-        names.push(calls::calls_name(id));
+    match signal {
+        Signal::Spans => names.push(calls::calls_name(id)),
+        Signal::Metrics => names.push(samples::samples_name(id)),
+        Signal::Logs => {}
     }
     names
 }
 
 /// Parses `spans/00000000000000ab.parquet` into (signal, id, is_parquet);
-/// sidecars (`.idx`, `.txt`, `.calls`) are not Parquet.
+/// sidecars (`.idx`, `.txt`, `.calls`, `.samples`) are not Parquet.
 pub fn parse_name(name: &str) -> Option<(Signal, u64, bool)> {
     let (prefix, file) = name.split_once('/')?;
     let signal = Signal::ALL.into_iter().find(|s| s.as_str() == prefix)?;
@@ -108,7 +111,7 @@ pub fn parse_name(name: &str) -> Option<(Signal, u64, bool)> {
     let id = u64::from_str_radix(stem, 16).ok()?;
     match ext {
         "parquet" => Some((signal, id, true)),
-        "idx" | "txt" | "calls" => Some((signal, id, false)),
+        "idx" | "txt" | "calls" | "samples" => Some((signal, id, false)),
         _ => None,
     }
 }

@@ -17,6 +17,7 @@ use super::columns::SharedParse;
 use super::constants::{self, ConstantColumns};
 use super::index::{self, IndexBuilder, PartIndex};
 use super::page_cache::{self, CachedRowGroups, PageCache};
+use super::samples::SampleTable;
 use super::series_memo::SeriesMemo;
 use super::{Columnar, META_KEY, PartMeta, index_name, parquet_name, text_name};
 use crate::error::{Error, Result};
@@ -49,6 +50,9 @@ pub struct Part {
     /// A span part's calls table (none for an older part, and for other
     /// signals).
     calls: Option<CallsTable>,
+    /// A metric part's sample table (none for an older part, one whose
+    /// table is damaged, and other signals).
+    samples: Option<SampleTable>,
     /// A metric part's series, as its scans met them.
     series: SeriesMemo,
     /// [`Part::memory_bytes`] but the series memo, counted once: a part never changes, and
@@ -235,6 +239,15 @@ impl Part {
         } else {
             None
         };
+        let samples = match R::SIGNAL {
+            // Without it the part's own columns are read: slower, the same
+            // answers.
+            Signal::Metrics => SampleTable::open(store, meta.id).unwrap_or_else(|e| {
+                tracing::warn!("metric part {} is read without its sample table: {e}", meta.id);
+                None
+            }),
+            _ => None,
+        };
         Ok(Part {
             meta,
             index,
@@ -250,6 +263,7 @@ impl Part {
             page_cache: None,
             parsed: SharedParse::default(),
             calls,
+            samples,
             series: SeriesMemo::default(),
             memory: std::sync::OnceLock::new(),
         })
@@ -302,7 +316,13 @@ impl Part {
                 + self.arrow_meta.metadata().memory_size()
                 + self.text_index_memory_bytes() as usize
                 + self.calls.as_ref().map_or(0, CallsTable::memory_bytes)
+                + self.samples.as_ref().map_or(0, SampleTable::memory_bytes)
         }) + self.series.memory_bytes()
+    }
+
+    /// A metric part's sample table, when it has one.
+    pub fn samples(&self) -> Option<&SampleTable> {
+        self.samples.as_ref()
     }
 
     /// The series a metric part's scans have described (see

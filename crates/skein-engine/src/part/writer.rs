@@ -18,6 +18,7 @@ use parquet::schema::types::ColumnPath;
 
 use super::calls::CallsWriter;
 use super::index::{IndexBuilder, PartIndex};
+use super::samples::SamplesWriter;
 use super::sink::SinkWriter;
 use super::{Columnar, FORMAT_VERSION, META_KEY, Part, PartMeta, index_name, parquet_name, text_name};
 use crate::error::{Error, Result};
@@ -183,6 +184,8 @@ pub struct PartWriter<R: Columnar> {
     text_failed: Option<String>,
     /// A span part's calls table, filled as batches are written.
     calls: Option<CallsWriter>,
+    /// A metric part's sample table, filled as batches are written.
+    samples: Option<SamplesWriter>,
 }
 
 impl<R: Columnar> PartWriter<R> {
@@ -190,6 +193,10 @@ impl<R: Columnar> PartWriter<R> {
     pub fn new(store: Arc<dyn PartStore>, meta: PartMeta, opts: &WriterOptions) -> Result<Self> {
         let sink = store.create(&parquet_name(R::SIGNAL, meta.id))?;
         let calls = CallsWriter::new(&store, meta.id, &R::schema())?;
+        let samples = match R::SIGNAL {
+            Signal::Metrics => Some(SamplesWriter::new(&store, meta.id)?),
+            _ => None,
+        };
         let writer = ArrowWriter::try_new(
             SinkWriter(sink),
             R::schema(),
@@ -218,6 +225,7 @@ impl<R: Columnar> PartWriter<R> {
             given_text: None,
             text_failed: None,
             calls,
+            samples,
         })
     }
 
@@ -308,12 +316,16 @@ impl<R: Columnar> PartWriter<R> {
         Ok(())
     }
 
-    /// Writes the oldest converted batch to the part and its calls table.
+    /// Writes the oldest converted batch to the part and its calls or
+    /// sample table.
     fn write_converted(&mut self) -> Result<()> {
         let batch = self.converter.receive()?;
         self.writer.write(&batch)?;
         if let Some(calls) = &mut self.calls {
             calls.add(&batch)?;
+        }
+        if let Some(samples) = &mut self.samples {
+            samples.add(&batch)?;
         }
         Ok(())
     }
@@ -385,6 +397,9 @@ impl<R: Columnar> PartWriter<R> {
         }
         if let Some(calls) = self.calls.take() {
             calls.finish()?;
+        }
+        if let Some(samples) = self.samples.take() {
+            samples.finish()?;
         }
         let sink = self.writer.into_inner()?;
         sink.0.commit()?;

@@ -19,6 +19,11 @@
 //! read. The points of other series, of parts written before series keys,
 //! and of the hot tier are handed over whole.
 //!
+//! A part with a sample table (`part::samples`) is read through it
+//! instead ([`read_table`]): only the chunks of the series the postings
+//! keep, within the window, are decoded, and only the rows the table does
+//! not hold (distribution points) are read from the part as above.
+//!
 //! A point may be seen twice when the same record sits in two sources at
 //! once (a frozen hot table and the part it was just flushed to): metric
 //! points are keyed by their content, so both copies are equal, and the
@@ -31,10 +36,11 @@ use skein_model::{MetricPoint, PointValue};
 use super::filter::AttrFilter;
 use super::search::{Source, both, candidates};
 use super::window::Window;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::hash::{FastMap, FastSet};
 use crate::part::Part;
 use crate::part::columns::metrics::{SAMPLE_COLUMNS, SampleRow, sample_rows};
+use crate::part::samples::{CHUNK_SAMPLES, SampleTable, SeriesEntry};
 use crate::record::Record;
 use crate::terms;
 
@@ -122,30 +128,42 @@ fn scan_split(
                     continue;
                 }
                 let range = p.index.row_range(p.rows(), w.starting_by(p.meta.min_time));
-                let mut rows = match names {
-                    Some(ns) => {
-                        let mut rows = RoaringBitmap::new();
-                        for n in ns {
-                            if let Some(b) = p.index.posting(terms::name(n)) {
-                                rows |= b;
-                            }
+                // The rows the postings leave (`None`: all of them).
+                let mut narrowed = names.map(|ns| {
+                    let mut rows = RoaringBitmap::new();
+                    for n in ns {
+                        if let Some(b) = p.index.posting(terms::name(n)) {
+                            rows |= b;
                         }
-                        rows
                     }
-                    None => {
-                        let mut all = RoaringBitmap::new();
-                        all.insert_range(range.clone());
-                        all
-                    }
-                };
+                    rows
+                });
                 if let Some(c) = candidates(
                     &groups,
                     |t| Some(p.index.posting(t).cloned().unwrap_or_default()),
                     |k| p.index.unindexed_keys.contains(&k),
                     &mut used,
                 ) {
-                    rows &= c;
+                    narrowed = Some(match narrowed {
+                        Some(rows) => rows & c,
+                        None => c,
+                    });
                 }
+                let mut rows = match p.samples() {
+                    Some(table) => {
+                        examined += read_table(p, table, narrowed.as_ref(), &want, sink, &mut known)?;
+                        let mut rest = table.uncovered().clone();
+                        if let Some(n) = &narrowed {
+                            rest &= n;
+                        }
+                        rest
+                    }
+                    None => narrowed.unwrap_or_else(|| {
+                        let mut all = RoaringBitmap::new();
+                        all.insert_range(range.clone());
+                        all
+                    }),
+                };
                 rows.remove_range(..range.start);
                 rows.remove_range(range.end..);
                 examined += rows.len();
@@ -154,6 +172,109 @@ fn scan_split(
         }
     }
     Ok(examined)
+}
+
+/// Hands `sink` the samples in the window of the number series of part
+/// `p`'s sample table whose first row `narrowed` holds (`None`: every
+/// series): each wanted series' chunks that reach into the window, and
+/// nothing of the others. Returns the samples decoded.
+///
+/// A series' rows share its name and attributes, so the postings keep its
+/// first row exactly when they keep every row of it; the names and filters
+/// are checked again on that first row, and every sample's time.
+fn read_table(
+    p: &Part,
+    table: &SampleTable,
+    narrowed: Option<&RoaringBitmap>,
+    want: &Want,
+    sink: &mut dyn SeriesSink,
+    known: &mut FastMap<u64, Known>,
+) -> Result<u64> {
+    let w = want.w;
+    let chosen: Vec<&SeriesEntry> = table
+        .series()
+        .iter()
+        .filter(|s| table.spans(s, w) && narrowed.is_none_or(|n| n.contains(s.first_row)))
+        .collect();
+    let mut unknown: Vec<(u32, u64)> = chosen
+        .iter()
+        .filter(|s| !known.contains_key(&s.key))
+        .map(|s| (s.first_row, s.key))
+        .collect();
+    unknown.sort_unstable();
+    describe(p, &unknown, want, sink, known)?;
+    let mut decoded = 0u64;
+    let mut buf = Vec::with_capacity(CHUNK_SAMPLES);
+    for s in chosen {
+        let series = match known.get(&s.key) {
+            Some(Known::Samples(series)) => *series,
+            Some(Known::Skipped) | None => continue,
+            Some(Known::Whole) => {
+                return Err(Error::corrupt(
+                    format!("metric part {}", p.meta.id),
+                    format!(
+                        "its sample table holds series {:#x}, whose points are not numbers",
+                        s.key
+                    ),
+                ));
+            }
+        };
+        for c in table.chunks(s).iter().filter(|c| !w.misses(c.min_time, c.max_time)) {
+            buf.clear();
+            table.read(c, &mut buf)?;
+            decoded += buf.len() as u64;
+            for x in &buf {
+                if w.contains(x.time) {
+                    sink.sample(series, x.time, x.value, x.flags);
+                }
+            }
+        }
+    }
+    Ok(decoded)
+}
+
+/// Describes to `sink` the series of `firsts` (each one's first row and
+/// key, rows ascending), from the part's memo or by reading the row whole,
+/// and notes in `known` what the sink answered.
+fn describe(
+    p: &Part,
+    firsts: &[(u32, u64)],
+    want: &Want,
+    sink: &mut dyn SeriesSink,
+    known: &mut FastMap<u64, Known>,
+) -> Result<()> {
+    if firsts.is_empty() {
+        return Ok(());
+    }
+    let mut describe = |point: &MetricPoint, key: u64| {
+        let is = match point.value {
+            PointValue::Number(_) if want.series(point) => {
+                sink.series(key, point).map_or(Known::Skipped, Known::Samples)
+            }
+            PointValue::Number(_) => Known::Skipped,
+            _ => Known::Whole,
+        };
+        known.insert(key, is);
+    };
+    let memo = p.series_memo();
+    let keys: Vec<u64> = firsts.iter().map(|(_, k)| *k).collect();
+    let mut unread = (Vec::new(), Vec::new());
+    for (kept, &(row, key)) in memo.get(&keys).into_iter().zip(firsts) {
+        match kept {
+            Some(point) => describe(&point, key),
+            None => {
+                unread.0.push(row);
+                unread.1.push(key);
+            }
+        }
+    }
+    for (point, key) in p.read_rows::<MetricPoint>(&unread.0)?.iter().zip(unread.1) {
+        if let PointValue::Number(_) = point.value {
+            memo.keep(key, point);
+        }
+        describe(point, key);
+    }
+    Ok(())
 }
 
 /// What a scan hands over: points in its window, of its metric names,
@@ -320,8 +441,7 @@ fn hand_over(
     let w = want.w;
     // The first row of each key not met yet (ascending, as `read_rows`
     // asks), unless the part's memo describes its series already.
-    let mut first = Vec::new();
-    let mut keys = Vec::new();
+    let mut firsts = Vec::new();
     let mut met = FastSet::default();
     for (s, &row) in samples.iter().zip(ids) {
         if let Some(key) = s.key
@@ -329,39 +449,10 @@ fn hand_over(
             && !known.contains_key(&key)
             && met.insert(key)
         {
-            first.push(row);
-            keys.push(key);
+            firsts.push((row, key));
         }
     }
-    let mut describe = |point: &MetricPoint, key: u64| {
-        let is = match point.value {
-            PointValue::Number(_) if want.series(point) => {
-                sink.series(key, point).map_or(Known::Skipped, Known::Samples)
-            }
-            PointValue::Number(_) => Known::Skipped,
-            _ => Known::Whole,
-        };
-        known.insert(key, is);
-    };
-    if !keys.is_empty() {
-        let memo = p.series_memo();
-        let mut unread = (Vec::new(), Vec::new());
-        for ((kept, key), row) in memo.get(&keys).into_iter().zip(keys).zip(first) {
-            match kept {
-                Some(point) => describe(&point, key),
-                None => {
-                    unread.0.push(row);
-                    unread.1.push(key);
-                }
-            }
-        }
-        for (point, key) in p.read_rows::<MetricPoint>(&unread.0)?.iter().zip(unread.1) {
-            if let PointValue::Number(_) = point.value {
-                memo.keep(key, point);
-            }
-            describe(point, key);
-        }
-    }
+    describe(p, &firsts, want, sink, known)?;
     let mut whole = Vec::new();
     for (s, &row) in samples.iter().zip(ids) {
         if !w.contains(s.time) {
@@ -506,6 +597,106 @@ mod tests {
             assert_eq!(answer, scan_sorted(&fresh, filters, w));
         }
         assert_eq!(first, scan_sorted(&p, &[], early));
+    }
+
+    #[test]
+    fn a_part_read_through_its_sample_table_answers_as_its_rows_do() {
+        let mut points = testdata::metric_points(3000);
+        // Some samples with flags (a staleness marker) and without a value.
+        for p in points.iter_mut().step_by(37) {
+            if let PointValue::Number(n) = &mut p.value {
+                p.flags = 1;
+                *n = None;
+            }
+        }
+        let (dir, p) = part(&points, 100);
+        let table = p.samples().expect("a metric part has a sample table");
+        assert!(!table.series().is_empty());
+        // Distribution points are left to the part, number points are not.
+        let numbers = points
+            .iter()
+            .filter(|p| matches!(p.value, PointValue::Number(_)))
+            .count();
+        assert_eq!(table.uncovered().len() as usize, points.len() - numbers);
+        // The same part without its table: read from its rows.
+        let store: Arc<dyn PartStore> = Arc::new(LocalStore::open(dir.path(), &["metrics"]).unwrap());
+        store.remove(&crate::part::samples::samples_name(1)).unwrap();
+        let bare = Arc::new(Part::open::<MetricPoint>(store, 1).unwrap());
+        assert!(bare.samples().is_none());
+        let t0 = points[0].time_unix_nano;
+        let s = 1_000_000_000;
+        let host = [AttrFilter::eq(crate::AttrScope::Record, "host", "h1")];
+        let windows = [
+            Window::new(0, u64::MAX),
+            Window::new(t0 + 1000 * s, t0 + 1100 * s),
+            Window::new(t0 + 2999 * s, t0 + 3000 * s),
+            Window::new(t0 + 5000 * s, t0 + 6000 * s),
+        ];
+        for w in windows {
+            for filters in [&host[..], &[][..]] {
+                for names in [
+                    None,
+                    Some(vec!["metric.gauge".to_string()]),
+                    Some(vec!["metric.histogram".to_string()]),
+                ] {
+                    let read = |p: &Arc<Part>| {
+                        let mut r = Recorder::default();
+                        scan_split(
+                            &[Source::Part(p.clone())],
+                            names.as_deref(),
+                            filters,
+                            w,
+                            &mut r,
+                            Split::machine(),
+                        )
+                        .unwrap();
+                        r.seen.sort();
+                        r.seen
+                    };
+                    assert_eq!(read(&p), read(&bare), "{w:?} {filters:?} {names:?}");
+                }
+            }
+        }
+        // The staleness markers came through the table.
+        assert!(scan_sorted(&p, &[], windows[0]).iter().any(|a| a.ends_with(" None 1")));
+    }
+
+    #[test]
+    fn a_damaged_sample_table_is_never_read_as_samples() {
+        let points = testdata::metric_points(600);
+        let (dir, p) = part(&points, 100);
+        let answer = scan_sorted(&p, &[], Window::ALL);
+        drop(p);
+        let path = dir.path().join(crate::part::samples::samples_name(1));
+        let bytes = std::fs::read(&path).unwrap();
+        let store: Arc<dyn PartStore> = Arc::new(LocalStore::open(dir.path(), &["metrics"]).unwrap());
+        // A byte of the first chunk changed: reading it is an error naming
+        // the table, not other samples.
+        let mut hit = bytes.clone();
+        hit[2] ^= 0x40;
+        std::fs::write(&path, &hit).unwrap();
+        let damaged = Arc::new(Part::open::<MetricPoint>(store.clone(), 1).unwrap());
+        assert!(damaged.samples().is_some());
+        let mut r = Recorder::default();
+        let err = scan_split(
+            &[Source::Part(damaged)],
+            None,
+            &[],
+            Window::ALL,
+            &mut r,
+            Split::machine(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("sample table"), "{err}");
+        // Its directory damaged: the part is read from its rows, with the
+        // same answers.
+        let mut hit = bytes.clone();
+        let n = hit.len();
+        hit[n - 30] ^= 0x40;
+        std::fs::write(&path, &hit).unwrap();
+        let fallen_back = Arc::new(Part::open::<MetricPoint>(store, 1).unwrap());
+        assert!(fallen_back.samples().is_none());
+        assert_eq!(scan_sorted(&fallen_back, &[], Window::ALL), answer);
     }
 
     #[test]

@@ -479,6 +479,20 @@ pub(crate) fn sample_rows(batch: &RecordBatch) -> Result<Vec<SampleRow>> {
         .collect())
 }
 
+/// Whether each row of a batch (of the part's columns) is a number point:
+/// a gauge's or a sum's, as [`Columnar::from_batch`] reads it.
+pub(crate) fn number_samples(batch: &RecordBatch) -> Result<Vec<bool>> {
+    let mtype = Cols::new(batch).str("metric_type")?;
+    Ok((0..batch.num_rows())
+        .map(|i| {
+            matches!(
+                kind_of(get_str(mtype, i).unwrap_or("gauge"), 0, false),
+                MetricKind::Gauge | MetricKind::Sum { .. }
+            )
+        })
+        .collect())
+}
+
 /// Name, description, unit, metadata JSON and kind: one metric description.
 type DescKey = (String, String, String, Option<String>, MetricKindKey);
 
