@@ -489,12 +489,25 @@ fn a_range_query_is_its_instant_queries() {
             &samples,
         ));
     }
+    // A series with staleness markers, which range functions skip.
+    let stale = f64::from_bits(crate::STALE_NAN_BITS);
+    let marked: Vec<(i64, f64)> = (0..200)
+        .map(|t| (t * 15_000, if t % 9 == 4 { stale } else { (t * 3) as f64 }))
+        .collect();
+    all.push(series(&[("__name__", "c"), ("job", "j2"), ("i", "6")], &marked));
     let src = Mem(all);
     for q in [
         "sum by (job) (rate(c[1m]))",
         "c",
         "max_over_time(rate(c[1m])[5m:30s])",
         "count without (i) (c offset 2m)",
+        // Computed ahead, series by series (eval/steps.rs).
+        "increase(c[2m] offset 1m)",
+        "last_over_time((c[1m]))",
+        "resets(c[3m]) + idelta(c[1m])",
+        "deriv(c[5m])",
+        "avg_over_time(c[40s]) * 2",
+        "irate(c[1m])",
     ] {
         let e = eval::parse(q).unwrap();
         let (start, end, step) = (60_000, 2_900_000, 45_000);

@@ -11,7 +11,7 @@ use promql_parser::parser::{Call, Expr, LabelModifier};
 use super::{Evaluator, Param, Sample, Value, floats};
 use crate::{Error, FloatHistogram, Labels, NAME, SampleValue, Series, format_float};
 
-fn unwrap_parens(e: &Expr) -> &Expr {
+pub(super) fn unwrap_parens(e: &Expr) -> &Expr {
     match e {
         Expr::Paren(p) => unwrap_parens(&p.expr),
         e => e,
@@ -48,14 +48,17 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, c: &Call, t: i64) -> Result<Value, Er
     };
     // Functions of a range vector, one output sample per input series.
     if let Some(f) = over_time(name) {
+        // Prometheus drops the name for every function of a range vector
+        // but last_over_time and first_over_time.
+        let keeps_name = matches!(name, "last_over_time" | "first_over_time");
+        if let Some(out) = ev.computed_step(c, t, keeps_name) {
+            return Ok(Value::Vector(out));
+        }
         let (series, rs, re) = matrix(ev, arg(0)?, t)?;
         let extra = match name {
             "predict_linear" => Some(ev.eval_scalar(arg(1)?, t)?),
             _ => None,
         };
-        // Prometheus drops the name for every function of a range vector
-        // but last_over_time and first_over_time.
-        let keeps_name = matches!(name, "last_over_time" | "first_over_time");
         let mut out = Vec::with_capacity(series.len());
         for s in series {
             let c = Ctx {
@@ -393,16 +396,16 @@ fn double_exponential_smoothing(samples: &[(i64, f64)], sf: f64, tf: f64) -> Opt
 }
 
 #[derive(Clone, Copy)]
-struct Ctx {
-    t: i64,
-    range_start: i64,
-    range_end: i64,
-    arg: Option<f64>,
+pub(super) struct Ctx {
+    pub(super) t: i64,
+    pub(super) range_start: i64,
+    pub(super) range_end: i64,
+    pub(super) arg: Option<f64>,
 }
 
-type OverTime = fn(&[(i64, f64)], Ctx) -> Option<f64>;
+pub(super) type OverTime = fn(&[(i64, f64)], Ctx) -> Option<f64>;
 
-fn over_time(name: &str) -> Option<OverTime> {
+pub(super) fn over_time(name: &str) -> Option<OverTime> {
     Some(match name {
         "rate" => |s, c| extrapolated(s, c, true, true),
         "increase" => |s, c| extrapolated(s, c, true, false),

@@ -16,6 +16,7 @@
 pub(crate) mod funcs;
 mod info;
 mod seek;
+mod steps;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -176,6 +177,7 @@ pub fn range(
     }
     let mut ev = Evaluator::new(source, opts, start, end);
     ev.prefetch(expr)?;
+    ev.compute_steps(expr, start, end, step);
     let mut out: HashMap<Labels, Series> = HashMap::new();
     let mut t = start;
     while t <= end {
@@ -283,6 +285,9 @@ pub(crate) struct Evaluator<'a> {
     /// Each `info` call's plan and info series (by the address of its
     /// node).
     infos: HashMap<usize, (info::InfoPlan, Vec<Series>, Cursors)>,
+    /// The values of calls a range query computed ahead, at each of its
+    /// steps (by the address of the call's node; see [`steps`]).
+    steps: HashMap<usize, steps::StepValues>,
 }
 
 impl<'a> Evaluator<'a> {
@@ -294,6 +299,7 @@ impl<'a> Evaluator<'a> {
             end,
             data: HashMap::new(),
             infos: HashMap::new(),
+            steps: HashMap::new(),
         }
     }
 
@@ -386,6 +392,31 @@ impl<'a> Evaluator<'a> {
             }
             Expr::NumberLiteral(_) | Expr::StringLiteral(_) | Expr::Extension(_) => {}
         }
+    }
+
+    /// Call `c`'s vector at `t`, if it was computed ahead for this step
+    /// (its function's value for each series of its range selector that
+    /// has one, in the selector's order).
+    pub(crate) fn computed_step(&self, c: &Call, t: i64, keeps_name: bool) -> Option<Vec<Sample>> {
+        let values = self.steps.get(&call_key(c))?.at(t)?;
+        let Some(Expr::MatrixSelector(m)) = c.args.args.first().map(|a| funcs::unwrap_parens(a)) else {
+            return None;
+        };
+        let (series, _) = self.series(&m.vs)?;
+        Some(
+            values
+                .iter()
+                .map(|&(n, v)| {
+                    let labels = &series[n as usize].labels;
+                    let labels = if keeps_name {
+                        labels.clone()
+                    } else {
+                        labels.without_name()
+                    };
+                    Sample::float(labels, v)
+                })
+                .collect(),
+        )
     }
 
     /// A selector's series and their cursors (none before `prefetch`).
