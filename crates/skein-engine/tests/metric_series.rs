@@ -305,12 +305,12 @@ fn sample_tables_go_with_their_parts_and_a_part_without_one_answers_the_same() {
             (
                 b % 2,
                 b % 3,
-                b % 5 == 0,
-                b % 7 == 0,
+                b.is_multiple_of(5),
+                b.is_multiple_of(7),
                 b % 3,
                 b % 4,
                 Some(i as i64),
-                b % 11 == 0,
+                b.is_multiple_of(11),
             )
         })
         .collect();
