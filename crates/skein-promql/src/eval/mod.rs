@@ -394,31 +394,6 @@ impl<'a> Evaluator<'a> {
         }
     }
 
-    /// Call `c`'s vector at `t`, if it was computed ahead for this step
-    /// (its function's value for each series of its range selector that
-    /// has one, in the selector's order).
-    pub(crate) fn computed_step(&self, c: &Call, t: i64, keeps_name: bool) -> Option<Vec<Sample>> {
-        let values = self.steps.get(&call_key(c))?.at(t)?;
-        let Some(Expr::MatrixSelector(m)) = c.args.args.first().map(|a| funcs::unwrap_parens(a)) else {
-            return None;
-        };
-        let (series, _) = self.series(&m.vs)?;
-        Some(
-            values
-                .iter()
-                .map(|&(n, v)| {
-                    let labels = &series[n as usize].labels;
-                    let labels = if keeps_name {
-                        labels.clone()
-                    } else {
-                        labels.without_name()
-                    };
-                    Sample::float(labels, v)
-                })
-                .collect(),
-        )
-    }
-
     /// A selector's series and their cursors (none before `prefetch`).
     fn series(&self, vs: &VectorSelector) -> Option<&(Vec<Series>, Cursors)> {
         self.data.get(&key(vs))

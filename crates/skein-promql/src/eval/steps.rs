@@ -20,7 +20,7 @@
 use promql_parser::parser::{Call, Expr};
 
 use super::funcs::{Ctx, over_time, unwrap_parens};
-use super::{Evaluator, call_key, ms, offset_ms};
+use super::{Evaluator, Sample, call_key, ms, offset_ms};
 use crate::is_stale_nan;
 
 /// Series × steps a query computes ahead at most (16 bytes each).
@@ -79,6 +79,31 @@ impl Evaluator<'_> {
             | Expr::StringLiteral(_)
             | Expr::Extension(_) => {}
         }
+    }
+
+    /// Call `c`'s vector at `t`, if it was computed ahead for this step
+    /// (its function's value for each series of its range selector that
+    /// has one, in the selector's order).
+    pub(crate) fn computed_step(&self, c: &Call, t: i64, keeps_name: bool) -> Option<Vec<Sample>> {
+        let values = self.steps.get(&call_key(c))?.at(t)?;
+        let Some(Expr::MatrixSelector(m)) = c.args.args.first().map(|a| unwrap_parens(a)) else {
+            return None;
+        };
+        let (series, _) = self.series(&m.vs)?;
+        Some(
+            values
+                .iter()
+                .map(|&(n, v)| {
+                    let labels = &series[n as usize].labels;
+                    let labels = if keeps_name {
+                        labels.clone()
+                    } else {
+                        labels.without_name()
+                    };
+                    Sample::float(labels, v)
+                })
+                .collect(),
+        )
     }
 
     /// `c`'s values at every step, when it can be computed ahead.
