@@ -82,7 +82,7 @@ pub use query::llm::{
     SessionDetail, SessionPage, SessionSummary, SessionTurn, ToolSummary, Usage, UsageFigures, UsageGroup, UsageGroupBy,
 };
 pub use query::scan::{ScanRequest, ScanStats, schema as scan_schema};
-pub use query::series::SeriesSink;
+pub use query::series::{Sample, SeriesSink};
 pub use query::timeline::{MetricName, ServiceSeries};
 pub use query::{
     AttrFilter, AttrPredicate, Cursor, DiagnoseRequest, Diagnosis, Explain, Finding, Latency, LogQuery, MetricQuery,

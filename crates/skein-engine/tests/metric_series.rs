@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use proptest::test_runner::Config;
-use skein_engine::{AttrFilter, AttrScope, Engine, EngineOptions, SeriesSink, Window};
+use skein_engine::{AttrFilter, AttrScope, Engine, EngineOptions, Sample, SeriesSink, Window};
 use skein_model::metric::{HistogramValue, MetricDesc, MetricKind, Number, PointValue, Temporality};
 use skein_model::{AnyValue, KeyValue, MetricPoint, Resource, Scope};
 
@@ -97,12 +97,15 @@ impl SeriesSink for Collect {
         self.described.push(p.clone());
         Some((self.described.len() - 1) as u32)
     }
-    fn sample(&mut self, series: u32, time_unix_nano: u64, value: Option<Number>, flags: u32) {
-        let mut p = self.described[series as usize].clone();
-        p.time_unix_nano = time_unix_nano;
-        p.value = PointValue::Number(value);
-        p.flags = flags;
-        self.got.push(p);
+    fn samples(&mut self, series: u32, samples: &[Sample]) {
+        assert!(samples.is_sorted_by_key(|s| s.time), "a batch is ascending by time");
+        for s in samples {
+            let mut p = self.described[series as usize].clone();
+            p.time_unix_nano = s.time;
+            p.value = PointValue::Number(s.value);
+            p.flags = s.flags;
+            self.got.push(p);
+        }
     }
 }
 
@@ -275,8 +278,8 @@ impl SeriesSink for CollectAll {
         self.0.described.push(p.clone());
         Some((self.0.described.len() - 1) as u32)
     }
-    fn sample(&mut self, series: u32, time_unix_nano: u64, value: Option<Number>, flags: u32) {
-        self.0.sample(series, time_unix_nano, value, flags);
+    fn samples(&mut self, series: u32, samples: &[Sample]) {
+        self.0.samples(series, samples);
     }
 }
 

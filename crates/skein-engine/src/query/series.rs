@@ -30,7 +30,6 @@
 //! caller keeps one sample per series and timestamp.
 
 use roaring::RoaringBitmap;
-use skein_model::metric::Number;
 use skein_model::{MetricPoint, PointValue};
 
 use super::filter::AttrFilter;
@@ -40,6 +39,7 @@ use crate::error::{Error, Result};
 use crate::hash::{FastMap, FastSet};
 use crate::part::Part;
 use crate::part::columns::metrics::{SAMPLE_COLUMNS, SampleRow, sample_rows};
+pub use crate::part::samples::Sample;
 use crate::part::samples::{CHUNK_SAMPLES, SampleTable, SeriesEntry};
 use crate::record::Record;
 use crate::terms;
@@ -59,8 +59,10 @@ pub trait SeriesSink {
     /// hashes (`stats::series_key`, the same in every part); its time and
     /// value are not the series' samples.
     fn series(&mut self, key: u64, p: &MetricPoint) -> Option<u32>;
-    /// A sample of a series [`SeriesSink::series`] kept.
-    fn sample(&mut self, series: u32, time_unix_nano: u64, value: Option<Number>, flags: u32);
+    /// Samples of a series [`SeriesSink::series`] kept, all in the
+    /// window: a sample table's chunk at a time (ascending by time), or one
+    /// row of a part.
+    fn samples(&mut self, series: u32, samples: &[Sample]);
 }
 
 /// Hands `sink` every point in `w` whose metric name is one of `names`
@@ -90,7 +92,7 @@ fn scan_split(
     let mut used = Vec::new();
     let mut examined = 0u64;
     let mut known = FastMap::default();
-    for s in sources {
+    for s in oldest_first(sources) {
         match s {
             Source::Mem(m) => {
                 let m = m.read();
@@ -174,6 +176,21 @@ fn scan_split(
     Ok(examined)
 }
 
+/// `sources` in the order their samples are oldest: parts by their first
+/// time, then the hot tier's tables, frozen ones (oldest first, as the
+/// engine lists them newest first) before the active one. A series'
+/// samples then usually reach the sink in time order, and its caller need
+/// not sort them; any order gives the same samples.
+fn oldest_first(sources: &[Source<MetricPoint>]) -> Vec<&Source<MetricPoint>> {
+    let mut order: Vec<_> = sources.iter().rev().collect();
+    // Stable: the tables keep their (reversed) order.
+    order.sort_by_key(|s| match s {
+        Source::Part(p) => (0, p.meta.min_time),
+        Source::Mem(_) => (1, 0),
+    });
+    order
+}
+
 /// Hands `sink` the samples in the window of the number series of part
 /// `p`'s sample table whose first row `narrowed` holds (`None`: every
 /// series): each wanted series' chunks that reach into the window, and
@@ -223,11 +240,10 @@ fn read_table(
             buf.clear();
             table.read(c, &mut buf)?;
             decoded += buf.len() as u64;
-            for x in &buf {
-                if w.contains(x.time) {
-                    sink.sample(series, x.time, x.value, x.flags);
-                }
+            if !w.covers(c.min_time, c.max_time) {
+                buf.retain(|x| w.contains(x.time));
             }
+            sink.samples(series, &buf);
         }
     }
     Ok(decoded)
@@ -459,7 +475,14 @@ fn hand_over(
             continue;
         }
         match s.key.and_then(|k| known.get(&k)) {
-            Some(Known::Samples(series)) => sink.sample(*series, s.time, s.value, s.flags),
+            Some(Known::Samples(series)) => {
+                let sample = Sample {
+                    time: s.time,
+                    value: s.value,
+                    flags: s.flags,
+                };
+                sink.samples(*series, std::slice::from_ref(&sample));
+            }
             Some(Known::Skipped) => {}
             Some(Known::Whole) | None => whole.push(row),
         }
@@ -498,11 +521,13 @@ mod tests {
             self.described.push(p.clone());
             Some((self.described.len() - 1) as u32)
         }
-        fn sample(&mut self, series: u32, time_unix_nano: u64, value: Option<Number>, flags: u32) {
+        fn samples(&mut self, series: u32, samples: &[Sample]) {
             let d = &self.described[series as usize];
             let key = (&d.metric, &d.attributes, &d.resource, &d.scope);
-            self.seen
-                .push(format!("sample {key:?} {time_unix_nano} {value:?} {flags}"));
+            for s in samples {
+                self.seen
+                    .push(format!("sample {key:?} {} {:?} {}", s.time, s.value, s.flags));
+            }
         }
     }
 

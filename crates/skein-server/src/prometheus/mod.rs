@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use skein_engine::MetricQuery;
 use skein_promql::eval::{self, Options};
 use skein_promql::params::{parse_duration, parse_time};
-use skein_promql::{Error, Matcher, json as pjson, naming};
+use skein_promql::{Error, Labels, Matcher, SampleValue, json as pjson, naming};
 
 use crate::app::App;
 use crate::http_ingest;
@@ -294,7 +294,7 @@ async fn series(
         for m in &sels {
             let mut seen = 0;
             // Series are numbered in the order first seen.
-            src.visit(m, start, end, &mut |i, l, _, _| {
+            src.visit(m, start, end, &mut |i: usize, l: &Labels, _: i64, _: SampleValue| {
                 if i == seen {
                     seen += 1;
                     set.insert(l.clone());
@@ -320,7 +320,7 @@ fn label_sets(
     for m in if sels.is_empty() { &any } else { sels } {
         let mut seen = 0;
         // Series are numbered in the order first seen.
-        src.visit(m, start, end, &mut |i, l, _, _| {
+        src.visit(m, start, end, &mut |i: usize, l: &Labels, _: i64, _: SampleValue| {
             if i == seen {
                 seen += 1;
                 f(l);

@@ -9,7 +9,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use skein_engine::{AttrFilter, AttrPredicate, AttrScope, Engine, SeriesSink, Window};
-use skein_model::metric::Number;
 use skein_model::{AnyValue, KeyValue, MetricDesc, MetricPoint, PointValue, Resource};
 use skein_promql::{Labels, MatchOp, Matcher, NAME, SampleValue, Series, SeriesSource, naming};
 
@@ -61,16 +60,10 @@ impl EngineSource<'_> {
         )
     }
 
-    /// Calls `f` with each Prometheus sample `(series, labels, ms, value)`
-    /// matching `matchers` in `[start, end]`; `series` numbers the distinct
-    /// label sets of this visit from 0, in the order first seen.
-    pub fn visit(
-        &self,
-        matchers: &[Matcher],
-        start: i64,
-        end: i64,
-        f: &mut dyn FnMut(usize, &Labels, i64, SampleValue),
-    ) -> Result<(), String> {
+    /// Hands `to` each Prometheus sample matching `matchers` in
+    /// `[start, end]`; its series are numbered from 0, in the order first
+    /// seen.
+    pub fn visit(&self, matchers: &[Matcher], start: i64, end: i64, to: &mut dyn Visitor) -> Result<(), String> {
         let w = window(start, end);
         let names = self.candidate_names(matchers, w);
         if names.as_ref().is_some_and(Vec::is_empty) {
@@ -91,7 +84,8 @@ impl EngineSource<'_> {
             handles: Vec::new(),
             visit_numbers: Vec::new(),
             seen: 0,
-            f,
+            floats: Vec::new(),
+            to,
         };
         self.engine
             .scan_metric_series(names.as_deref(), &filters, w, &mut sink)
@@ -100,8 +94,28 @@ impl EngineSource<'_> {
     }
 }
 
+/// What [`EngineSource::visit`] hands its samples to.
+pub trait Visitor {
+    /// A sample of the visit's series numbered `series`, labelled `labels`.
+    fn sample(&mut self, series: usize, labels: &Labels, t: i64, v: SampleValue);
+
+    /// Float samples of one series, ascending by time: a sample table's
+    /// chunk at a time.
+    fn floats(&mut self, series: usize, labels: &Labels, samples: &[(i64, f64)]) {
+        for &(t, v) in samples {
+            self.sample(series, labels, t, SampleValue::Float(v));
+        }
+    }
+}
+
+impl<F: FnMut(usize, &Labels, i64, SampleValue)> Visitor for F {
+    fn sample(&mut self, series: usize, labels: &Labels, t: i64, v: SampleValue) {
+        self(series, labels, t, v)
+    }
+}
+
 /// A visit's [`SeriesSink`]: points and samples to Prometheus samples,
-/// handed to `f` when their labels match.
+/// handed on when their labels match.
 struct Sink<'m, 'f> {
     matchers: &'m [Matcher],
     target_info: bool,
@@ -115,7 +129,9 @@ struct Sink<'m, 'f> {
     /// numbers them in the order their first sample is handed on.
     visit_numbers: Vec<Option<usize>>,
     seen: usize,
-    f: &'f mut dyn FnMut(usize, &Labels, i64, SampleValue),
+    /// A batch of samples as Prometheus floats, reused.
+    floats: Vec<(i64, f64)>,
+    to: &'f mut dyn Visitor,
 }
 
 impl Sink<'_, '_> {
@@ -130,14 +146,19 @@ impl Sink<'_, '_> {
 
     /// Hands on a sample of the memo's label set `i`.
     fn call(&mut self, i: usize, t: i64, v: SampleValue) {
+        let n = self.visit_number(i);
+        self.to.sample(n, &self.memo.labels[i], t, v);
+    }
+
+    /// The visit's number of the memo's label set `i`.
+    fn visit_number(&mut self, i: usize) -> usize {
         if i >= self.visit_numbers.len() {
             self.visit_numbers.resize(i + 1, None);
         }
-        let n = *self.visit_numbers[i].get_or_insert_with(|| {
+        *self.visit_numbers[i].get_or_insert_with(|| {
             self.seen += 1;
             self.seen - 1
-        });
-        (self.f)(n, &self.memo.labels[i], t, v);
+        })
     }
 }
 
@@ -193,9 +214,24 @@ impl SeriesSink for Sink<'_, '_> {
         Some((self.handles.len() - 1) as u32)
     }
 
-    fn sample(&mut self, series: u32, time_unix_nano: u64, value: Option<Number>, flags: u32) {
+    fn samples(&mut self, series: u32, samples: &[skein_engine::Sample]) {
         let labels = self.handles[series as usize];
-        self.emit(labels, ms(time_unix_nano), naming::number_sample(value, flags));
+        if let Some(i) = labels.sample {
+            self.floats.clear();
+            let floats = samples
+                .iter()
+                .filter_map(|s| Some((ms(s.time), naming::number_sample(s.value, s.flags)?)));
+            self.floats.extend(floats);
+            if !self.floats.is_empty() {
+                let n = self.visit_number(i);
+                self.to.floats(n, &self.memo.labels[i], &self.floats);
+            }
+        }
+        if let Some(i) = labels.target_info {
+            for s in samples {
+                self.call(i, ms(s.time), SampleValue::Float(1.0));
+            }
+        }
     }
 }
 
@@ -352,54 +388,14 @@ impl LabelMemo {
 
 impl SeriesSource for EngineSource<'_> {
     fn select(&self, matchers: &[Matcher], start: i64, end: i64) -> Result<Vec<Series>, String> {
-        // Samples land in one list first and are then dealt to their
-        // series, each list allocated once at its size: growing 10k lists
-        // a sample at a time was a sixth of an instant query. The list is
-        // blocks of fixed size, never moved: a day of 1k series is 5.8M
-        // samples, and doubling one vector copied them twice over.
-        const BLOCK: usize = 1 << 16;
-        let mut labels: Vec<Labels> = Vec::new();
-        let mut counts: Vec<usize> = Vec::new();
-        let mut all: Vec<Vec<(u32, i64, f64)>> = Vec::new();
-        let mut histograms = Vec::new();
-        self.visit(matchers, start, end, &mut |i, l, t, v| {
-            if i == labels.len() {
-                labels.push(l.clone());
-                counts.push(0);
-            }
-            match v {
-                SampleValue::Float(v) => {
-                    counts[i] += 1;
-                    match all.last_mut() {
-                        Some(block) if block.len() < BLOCK => block.push((i as u32, t, v)),
-                        _ => {
-                            let mut block = Vec::with_capacity(BLOCK);
-                            block.push((i as u32, t, v));
-                            all.push(block);
-                        }
-                    }
-                }
-                SampleValue::Histogram(h) => histograms.push((i, t, h)),
-            }
-        })?;
-        let mut series: Vec<Series> = labels
-            .into_iter()
-            .zip(counts)
-            .map(|(labels, n)| Series {
-                labels,
-                samples: Vec::with_capacity(n),
-                histograms: Vec::new(),
-            })
-            .collect();
-        for (i, t, v) in all.into_iter().flatten() {
-            series[i as usize].samples.push((t, v));
-        }
-        for (i, t, h) in histograms {
-            series[i].histograms.push((t, h));
-        }
+        let mut got = Selected::default();
+        self.visit(matchers, start, end, &mut got)?;
+        let mut series = got.series;
         for s in &mut series {
-            // One sample per timestamp: a point seen in two tiers at once
-            // is the same point.
+            // The scan hands samples over oldest first, so sorting is for
+            // tiers or parts that overlap in time. One sample per
+            // timestamp: a point seen in two tiers at once is the same
+            // point.
             if !s.samples.is_sorted_by_key(|s| s.0) {
                 s.samples.sort_by_key(|s| s.0);
             }
@@ -410,6 +406,39 @@ impl SeriesSource for EngineSource<'_> {
             s.histograms.dedup_by_key(|s| s.0);
         }
         Ok(series)
+    }
+}
+
+/// The series of a visit, as [`SeriesSource::select`] answers them.
+#[derive(Default)]
+struct Selected {
+    series: Vec<Series>,
+}
+
+impl Selected {
+    fn at(&mut self, i: usize, labels: &Labels) -> &mut Series {
+        if i == self.series.len() {
+            self.series.push(Series {
+                labels: labels.clone(),
+                samples: Vec::new(),
+                histograms: Vec::new(),
+            });
+        }
+        &mut self.series[i]
+    }
+}
+
+impl Visitor for Selected {
+    fn sample(&mut self, series: usize, labels: &Labels, t: i64, v: SampleValue) {
+        let s = self.at(series, labels);
+        match v {
+            SampleValue::Float(v) => s.samples.push((t, v)),
+            SampleValue::Histogram(h) => s.histograms.push((t, h)),
+        }
+    }
+
+    fn floats(&mut self, series: usize, labels: &Labels, samples: &[(i64, f64)]) {
+        self.at(series, labels).samples.extend_from_slice(samples);
     }
 }
 
