@@ -508,6 +508,16 @@ fn a_range_query_is_its_instant_queries() {
         "deriv(c[5m])",
         "avg_over_time(c[40s]) * 2",
         "irate(c[1m])",
+        // Aggregations of those, computed ahead too.
+        "avg by (job) (rate(c[1m]))",
+        "min without (i) (irate(c[1m])) - max(delta(c[2m]))",
+        "count by (job) (resets(c[3m])) + group(deriv(c[5m]))",
+        "stddev(rate(c[1m])) + stdvar by (job) (increase(c[2m]))",
+        "max by (job) (sum by (job, i) (rate(c[1m])))",
+        "sum(last_over_time(c[1m]))",
+        // Not: these take a parameter.
+        "topk(2, rate(c[1m]))",
+        "quantile by (job) (0.5, rate(c[1m]))",
     ] {
         let e = eval::parse(q).unwrap();
         let (start, end, step) = (60_000, 2_900_000, 45_000);

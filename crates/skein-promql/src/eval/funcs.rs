@@ -38,6 +38,12 @@ fn kahan_inc(inc: f64, sum: f64, c: f64) -> (f64, f64) {
     (t, c)
 }
 
+/// Whether a function of a range vector keeps its series' name: Prometheus
+/// drops it for all but `last_over_time` and `first_over_time`.
+pub(crate) fn keeps_name(name: &str) -> bool {
+    matches!(name, "last_over_time" | "first_over_time")
+}
+
 pub(crate) fn call(ev: &mut Evaluator<'_>, c: &Call, t: i64) -> Result<Value, Error> {
     let name = c.func.name;
     let args = &c.args.args;
@@ -48,10 +54,7 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, c: &Call, t: i64) -> Result<Value, Er
     };
     // Functions of a range vector, one output sample per input series.
     if let Some(f) = over_time(name) {
-        // Prometheus drops the name for every function of a range vector
-        // but last_over_time and first_over_time.
-        let keeps_name = matches!(name, "last_over_time" | "first_over_time");
-        if let Some(out) = ev.computed_step(c, t, keeps_name) {
+        if let Some(out) = ev.computed_step(super::call_key(c), t) {
             return Ok(Value::Vector(out));
         }
         let (series, rs, re) = matrix(ev, arg(0)?, t)?;
@@ -77,7 +80,7 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, c: &Call, t: i64) -> Result<Value, Er
                 f(&s.samples, c).map(SampleValue::Float)
             };
             let labels = || {
-                if keeps_name {
+                if keeps_name(name) {
                     s.labels.clone()
                 } else {
                     s.labels.without_name()
@@ -975,7 +978,7 @@ fn in_group(k: &str, m: Option<&LabelModifier>) -> bool {
 }
 
 /// The group's labels of a sample under `by`/`without`.
-fn group_labels(l: &Labels, m: Option<&LabelModifier>) -> Labels {
+pub(crate) fn group_labels(l: &Labels, m: Option<&LabelModifier>) -> Labels {
     l.filtered(|k| in_group(k, m))
 }
 
@@ -1023,7 +1026,8 @@ pub(crate) fn keeps_in_ratio(ratio: f64, labels: &Labels) -> bool {
     (ratio >= 0.0 && offset < ratio) || (ratio < 0.0 && offset >= 1.0 + ratio)
 }
 
-struct Group {
+/// One group of an aggregation, as its samples are added.
+pub(crate) struct Group {
     labels: Labels,
     /// The sum of the group's native histograms (`sum`, `avg`).
     histogram: Option<FloatHistogram>,
@@ -1035,6 +1039,148 @@ struct Group {
     count: f64,
     values: Vec<f64>,
     samples: Vec<Sample>,
+}
+
+impl Group {
+    /// The group labelled `labels` of aggregation `id`, of its first
+    /// sample `s`.
+    pub(crate) fn new(id: u16, labels: Labels, s: Sample) -> Group {
+        let mut g = Group::first(id, labels, s.value, s.is_float());
+        g.histogram = s.histogram.as_deref().cloned();
+        g.samples.push(s);
+        g
+    }
+
+    /// [`Group::new`] of a float `x`, for an aggregation that keeps no
+    /// samples (not `topk`, `bottomk` or `limitk`).
+    pub(crate) fn of_float(id: u16, labels: Labels, x: f64) -> Group {
+        Group::first(id, labels, x, true)
+    }
+
+    fn first(id: u16, labels: Labels, x: f64, has_float: bool) -> Group {
+        let stdvar = id == token::T_STDDEV || id == token::T_STDVAR;
+        Group {
+            labels,
+            histogram: None,
+            has_float,
+            value: if stdvar { 0.0 } else { x },
+            mean: x,
+            count: 1.0,
+            values: vec![x],
+            samples: Vec::new(),
+        }
+    }
+
+    /// Adds a later sample of the group (`k`: the `k` of `topk`,
+    /// `bottomk` and `limitk`).
+    pub(crate) fn add(&mut self, id: u16, k: usize, s: Sample) {
+        if let (Some(h), token::T_SUM | token::T_AVG) = (&s.histogram, id) {
+            self.histogram = Some(match &self.histogram {
+                Some(sum) => sum.add(h),
+                None => (**h).clone(),
+            });
+            self.count += 1.0;
+            return;
+        }
+        self.has_float |= s.is_float();
+        match id {
+            token::T_TOPK | token::T_BOTTOMK => self.samples.push(s),
+            // The first k of the input, in its order.
+            token::T_LIMITK if self.samples.len() < k => self.samples.push(s),
+            token::T_LIMITK => {}
+            _ => self.add_value(id, s.value),
+        }
+    }
+
+    /// [`Group::add`] of a float `x`, for an aggregation that keeps no
+    /// samples.
+    pub(crate) fn add_float(&mut self, id: u16, x: f64) {
+        self.has_float = true;
+        self.add_value(id, x);
+    }
+
+    fn add_value(&mut self, id: u16, x: f64) {
+        match id {
+            token::T_SUM => self.value += x,
+            token::T_AVG => {
+                self.count += 1.0;
+                if self.mean.is_infinite() {
+                    if x.is_infinite() && (self.mean > 0.0) == (x > 0.0) {
+                        return;
+                    }
+                    if !x.is_infinite() && !x.is_nan() {
+                        return;
+                    }
+                }
+                self.mean += x / self.count - self.mean / self.count;
+            }
+            token::T_MAX if self.value < x || self.value.is_nan() => self.value = x,
+            token::T_MIN if self.value > x || self.value.is_nan() => self.value = x,
+            token::T_COUNT | token::T_GROUP => self.count += 1.0,
+            token::T_STDDEV | token::T_STDVAR => {
+                self.count += 1.0;
+                let delta = x - self.mean;
+                self.mean += delta / self.count;
+                self.value += delta * (x - self.mean);
+            }
+            token::T_QUANTILE => self.values.push(x),
+            _ => {}
+        }
+    }
+
+    /// Appends the group's result to `out`.
+    pub(crate) fn finish(mut self, id: u16, k: usize, param: &Param, out: &mut Vec<Sample>) -> Result<(), Error> {
+        if let (Some(mut h), token::T_SUM | token::T_AVG) = (self.histogram.take(), id) {
+            // A mix of floats and histograms sums to nothing.
+            if !self.has_float {
+                if id == token::T_AVG {
+                    h.scale(1.0 / self.count);
+                }
+                h.compact();
+                out.push(Sample::histogram(self.labels, Arc::new(h)));
+            }
+            return Ok(());
+        }
+        let value = match id {
+            token::T_SUM | token::T_MAX | token::T_MIN => self.value,
+            token::T_AVG => self.mean,
+            token::T_COUNT => self.count,
+            token::T_GROUP => 1.0,
+            token::T_STDVAR => self.value / self.count,
+            token::T_STDDEV => (self.value / self.count).sqrt(),
+            token::T_QUANTILE => {
+                let Param::Num(q) = param else {
+                    return Err(Error::BadData("quantile needs a number".into()));
+                };
+                quantile(*q, std::mem::take(&mut self.values))
+            }
+            token::T_TOPK | token::T_BOTTOMK => {
+                let top = id == token::T_TOPK;
+                // NaN sorts as the least for topk and the greatest for bottomk.
+                self.samples.sort_by(|a, b| {
+                    let (x, y) = (a.value, b.value);
+                    match (x.is_nan(), y.is_nan()) {
+                        (true, true) => std::cmp::Ordering::Equal,
+                        (true, false) => std::cmp::Ordering::Greater,
+                        (false, true) => std::cmp::Ordering::Less,
+                        _ => {
+                            let o = x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal);
+                            if top { o.reverse() } else { o }
+                        }
+                    }
+                });
+                out.extend(self.samples.into_iter().take(k));
+                return Ok(());
+            }
+            token::T_LIMITK => {
+                out.extend(self.samples);
+                return Ok(());
+            }
+            _ => f64::NAN,
+        };
+        out.push(Sample::float(self.labels, value));
+        Ok(())
+    }
 }
 
 pub(crate) fn aggregate(
@@ -1121,117 +1267,17 @@ pub(crate) fn aggregate(
     let mut index = GroupIndex::default();
     for s in v {
         let h = GroupIndex::hash(&s.labels, m);
-        let i = match index.find(h, &s.labels, m, &groups) {
-            Some(i) => i,
+        match index.find(h, &s.labels, m, &groups) {
+            Some(i) => groups[i].add(id, k, s),
             None => {
                 index.by_hash.entry(h).or_default().push(groups.len());
-                let g = group_labels(&s.labels, m);
-                let stdvar = id == token::T_STDDEV || id == token::T_STDVAR;
-                groups.push(Group {
-                    labels: g,
-                    histogram: s.histogram.as_deref().cloned(),
-                    has_float: s.is_float(),
-                    value: if stdvar { 0.0 } else { s.value },
-                    mean: s.value,
-                    count: 1.0,
-                    values: vec![s.value],
-                    samples: vec![s],
-                });
-                continue;
+                groups.push(Group::new(id, group_labels(&s.labels, m), s));
             }
-        };
-        let gr = &mut groups[i];
-        if let (Some(h), token::T_SUM | token::T_AVG) = (&s.histogram, id) {
-            gr.histogram = Some(match &gr.histogram {
-                Some(sum) => sum.add(h),
-                None => (**h).clone(),
-            });
-            gr.count += 1.0;
-            continue;
-        }
-        gr.has_float |= s.is_float();
-        let x = s.value;
-        match id {
-            token::T_SUM => gr.value += x,
-            token::T_AVG => {
-                gr.count += 1.0;
-                if gr.mean.is_infinite() {
-                    if x.is_infinite() && (gr.mean > 0.0) == (x > 0.0) {
-                        continue;
-                    }
-                    if !x.is_infinite() && !x.is_nan() {
-                        continue;
-                    }
-                }
-                gr.mean += x / gr.count - gr.mean / gr.count;
-            }
-            token::T_MAX if gr.value < x || gr.value.is_nan() => gr.value = x,
-            token::T_MIN if gr.value > x || gr.value.is_nan() => gr.value = x,
-            token::T_COUNT | token::T_GROUP => gr.count += 1.0,
-            token::T_STDDEV | token::T_STDVAR => {
-                gr.count += 1.0;
-                let delta = x - gr.mean;
-                gr.mean += delta / gr.count;
-                gr.value += delta * (x - gr.mean);
-            }
-            token::T_QUANTILE => gr.values.push(x),
-            token::T_TOPK | token::T_BOTTOMK => gr.samples.push(s),
-            // The first k of the input, in its order.
-            token::T_LIMITK if gr.samples.len() < k => gr.samples.push(s),
-            _ => {}
         }
     }
     let mut out = Vec::with_capacity(groups.len());
-    for mut g in groups {
-        if let (Some(mut h), token::T_SUM | token::T_AVG) = (g.histogram.take(), id) {
-            // A mix of floats and histograms sums to nothing.
-            if !g.has_float {
-                if id == token::T_AVG {
-                    h.scale(1.0 / g.count);
-                }
-                h.compact();
-                out.push(Sample::histogram(g.labels, Arc::new(h)));
-            }
-            continue;
-        }
-        let value = match id {
-            token::T_SUM | token::T_MAX | token::T_MIN => g.value,
-            token::T_AVG => g.mean,
-            token::T_COUNT => g.count,
-            token::T_GROUP => 1.0,
-            token::T_STDVAR => g.value / g.count,
-            token::T_STDDEV => (g.value / g.count).sqrt(),
-            token::T_QUANTILE => {
-                let Param::Num(q) = param else {
-                    return Err(Error::BadData("quantile needs a number".into()));
-                };
-                quantile(q, std::mem::take(&mut g.values))
-            }
-            token::T_TOPK | token::T_BOTTOMK => {
-                let top = id == token::T_TOPK;
-                // NaN sorts as the least for topk and the greatest for bottomk.
-                g.samples.sort_by(|a, b| {
-                    let (x, y) = (a.value, b.value);
-                    match (x.is_nan(), y.is_nan()) {
-                        (true, true) => std::cmp::Ordering::Equal,
-                        (true, false) => std::cmp::Ordering::Greater,
-                        (false, true) => std::cmp::Ordering::Less,
-                        _ => {
-                            let o = x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal);
-                            if top { o.reverse() } else { o }
-                        }
-                    }
-                });
-                out.extend(g.samples.into_iter().take(k));
-                continue;
-            }
-            token::T_LIMITK => {
-                out.extend(g.samples);
-                continue;
-            }
-            _ => f64::NAN,
-        };
-        out.push(Sample::float(g.labels, value));
+    for g in groups {
+        g.finish(id, k, &param, &mut out)?;
     }
     Ok(out)
 }

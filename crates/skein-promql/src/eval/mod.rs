@@ -265,6 +265,10 @@ fn call_key(c: &Call) -> usize {
     c as *const Call as usize
 }
 
+fn aggregate_key(a: &AggregateExpr) -> usize {
+    a as *const AggregateExpr as usize
+}
+
 /// What a query reads before its first step.
 enum Read<'e> {
     /// A selector's series over `[lo, hi]`.
@@ -336,8 +340,9 @@ impl<'a> Evaluator<'a> {
     fn select(&self, matchers: &[Matcher], lo: i64, hi: i64) -> Result<(Vec<Series>, Cursors), Error> {
         let mut series = self.source.select(matchers, lo, hi).map_err(Error::Internal)?;
         // In label order, as Prometheus's storage hands series over: what
-        // `limitk` keeps is the first k of its input.
-        series.sort_by(|a, b| a.labels.cmp(&b.labels));
+        // `limitk` keeps is the first k of its input. (Unstable: a source
+        // answers a label set once.)
+        series.sort_unstable_by(|a, b| a.labels.cmp(&b.labels));
         let cursors = Cursors::new(series.len());
         Ok((series, cursors))
     }
@@ -604,6 +609,9 @@ impl<'a> Evaluator<'a> {
     }
 
     fn aggregate(&mut self, a: &AggregateExpr, t: i64) -> Result<Value, Error> {
+        if let Some(out) = self.computed_step(aggregate_key(a), t) {
+            return Ok(Value::Vector(out));
+        }
         let id = a.op.id();
         let param = match &a.param {
             Some(p) if id == token::T_COUNT_VALUES => Param::Str(self.eval_string(p, t)?),

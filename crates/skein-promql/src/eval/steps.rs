@@ -17,11 +17,23 @@
 //! than [`MAX_VALUES`] series × steps (the values are held until the query
 //! ends).
 
-use promql_parser::parser::{Call, Expr};
+use std::collections::HashMap;
 
-use super::funcs::{Ctx, over_time, unwrap_parens};
-use super::{Evaluator, Sample, call_key, ms, offset_ms};
-use crate::is_stale_nan;
+use promql_parser::parser::token;
+use promql_parser::parser::{AggregateExpr, Call, Expr};
+
+use super::funcs::{Ctx, Group, group_labels, keeps_name, over_time, unwrap_parens};
+use super::{Evaluator, Param, Sample, aggregate_key, call_key, ms, offset_ms};
+use crate::{Labels, is_stale_nan};
+
+/// The key of the values computed ahead for `e`, a call or an aggregation.
+fn computed_key(e: &Expr) -> Option<usize> {
+    match unwrap_parens(e) {
+        Expr::Call(c) => Some(call_key(c)),
+        Expr::Aggregate(a) => Some(aggregate_key(a)),
+        _ => None,
+    }
+}
 
 /// Series × steps a query computes ahead at most (16 bytes each).
 const MAX_VALUES: usize = 1 << 24;
@@ -31,6 +43,9 @@ const MAX_VALUES: usize = 1 << 24;
 pub(crate) struct StepValues {
     start: i64,
     step: i64,
+    /// The labels of each series' values (the selector's, without the
+    /// name unless the function keeps it), made once rather than per step.
+    labels: Vec<Labels>,
     values: Vec<Vec<(u32, f64)>>,
 }
 
@@ -54,6 +69,9 @@ impl Evaluator<'_> {
                 self.compute_steps(&a.expr, start, end, step);
                 if let Some(p) = &a.param {
                     self.compute_steps(p, start, end, step);
+                }
+                if let Some(values) = self.aggregate_steps(a) {
+                    self.steps.insert(aggregate_key(a), values);
                 }
             }
             Expr::Unary(u) => self.compute_steps(&u.expr, start, end, step),
@@ -81,29 +99,88 @@ impl Evaluator<'_> {
         }
     }
 
-    /// Call `c`'s vector at `t`, if it was computed ahead for this step
-    /// (its function's value for each series of its range selector that
-    /// has one, in the selector's order).
-    pub(crate) fn computed_step(&self, c: &Call, t: i64, keeps_name: bool) -> Option<Vec<Sample>> {
-        let values = self.steps.get(&call_key(c))?.at(t)?;
-        let Some(Expr::MatrixSelector(m)) = c.args.args.first().map(|a| unwrap_parens(a)) else {
-            return None;
-        };
-        let (series, _) = self.series(&m.vs)?;
+    /// The vector at `t` of the call or aggregation whose key is `key`,
+    /// if it was computed ahead for this step: a call's value for each
+    /// series of its range selector that has one, in the selector's order;
+    /// an aggregation's groups in the order the step meets them.
+    pub(crate) fn computed_step(&self, key: usize, t: i64) -> Option<Vec<Sample>> {
+        let computed = self.steps.get(&key)?;
+        let values = computed.at(t)?;
         Some(
             values
                 .iter()
-                .map(|&(n, v)| {
-                    let labels = &series[n as usize].labels;
-                    let labels = if keeps_name {
-                        labels.clone()
-                    } else {
-                        labels.without_name()
-                    };
-                    Sample::float(labels, v)
-                })
+                .map(|&(n, v)| Sample::float(computed.labels[n as usize].clone(), v))
                 .collect(),
         )
+    }
+
+    /// Aggregation `a`'s values at every step, when its argument's were
+    /// computed ahead and it folds floats alone (no parameter, so no
+    /// `topk`, `quantile` or `count_values`): each series' group is found
+    /// once rather than at every step, and each step folds its values in
+    /// the order [`funcs::aggregate`] does, through the same
+    /// [`Group`], so the answers are the same. The argument's values are
+    /// then no longer needed.
+    fn aggregate_steps(&mut self, a: &AggregateExpr) -> Option<StepValues> {
+        let id = a.op.id();
+        let folds = matches!(
+            id,
+            token::T_SUM
+                | token::T_AVG
+                | token::T_MIN
+                | token::T_MAX
+                | token::T_COUNT
+                | token::T_GROUP
+                | token::T_STDDEV
+                | token::T_STDVAR
+        );
+        let key = computed_key(&a.expr)?;
+        if !folds || a.param.is_some() || !self.steps.contains_key(&key) {
+            return None;
+        }
+        let input = self.steps.remove(&key)?;
+        let mut groups: Vec<Labels> = Vec::new();
+        let mut numbers: HashMap<Labels, u32> = HashMap::new();
+        let group_of: Vec<u32> = input
+            .labels
+            .iter()
+            .map(|l| {
+                let g = group_labels(l, a.modifier.as_ref());
+                *numbers.entry(g.clone()).or_insert_with(|| {
+                    groups.push(g);
+                    (groups.len() - 1) as u32
+                })
+            })
+            .collect();
+        let mut open: Vec<Option<Group>> = (0..groups.len()).map(|_| None).collect();
+        let (mut met, mut done) = (Vec::new(), Vec::new());
+        let mut values = Vec::with_capacity(input.values.len());
+        for at in &input.values {
+            for &(n, v) in at {
+                let g = group_of[n as usize];
+                match &mut open[g as usize] {
+                    Some(group) => group.add_float(id, v),
+                    slot => {
+                        *slot = Some(Group::of_float(id, groups[g as usize].clone(), v));
+                        met.push(g);
+                    }
+                }
+            }
+            let mut out = Vec::with_capacity(met.len());
+            for g in met.drain(..) {
+                let group = open[g as usize].take()?;
+                done.clear();
+                group.finish(id, 0, &Param::None, &mut done).ok()?;
+                out.extend(done.iter().map(|s| (g, s.value)));
+            }
+            values.push(out);
+        }
+        Some(StepValues {
+            start: input.start,
+            step: input.step,
+            labels: groups,
+            values,
+        })
     }
 
     /// `c`'s values at every step, when it can be computed ahead.
@@ -159,7 +236,22 @@ impl Evaluator<'_> {
                 }
             }
         }
-        Some(StepValues { start, step, values })
+        let labels = series
+            .iter()
+            .map(|s| {
+                if keeps_name(name) {
+                    s.labels.clone()
+                } else {
+                    s.labels.without_name()
+                }
+            })
+            .collect();
+        Some(StepValues {
+            start,
+            step,
+            labels,
+            values,
+        })
     }
 }
 
@@ -207,10 +299,23 @@ mod tests {
     }
 
     #[test]
+    fn aggregations_that_fold_floats_of_computed_values_are_computed_ahead() {
+        // The aggregation's values take the place of its argument's.
+        assert_eq!(computed("sum by (job) (rate(c[1m]))"), 1);
+        assert_eq!(computed("max(avg without (job) ((rate(c[1m]))))"), 1);
+        assert_eq!(computed("stddev(rate(c[1m])) + count(irate(c[1m]))"), 2);
+        // Not with a parameter, nor over values not computed ahead.
+        assert_eq!(computed("topk(2, rate(c[1m]))"), 1);
+        assert_eq!(computed("sum(c)"), 0);
+        assert_eq!(computed("sum(rate(c[1m]) * 2)"), 1);
+    }
+
+    #[test]
     fn a_step_off_the_grid_has_no_computed_values() {
         let v = StepValues {
             start: 100,
             step: 10,
+            labels: Vec::new(),
             values: vec![vec![(0, 1.0)], vec![], vec![(3, 2.0)]],
         };
         assert_eq!(v.at(100), Some(&[(0, 1.0)][..]));
