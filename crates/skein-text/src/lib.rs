@@ -74,6 +74,7 @@
 //! punctuation, nesting deeper than 64. `ERROR:`, `std::io` and `http://x`
 //! are words, not fields; punctuation alone between terms is ignored.
 
+mod ascending;
 mod blocks;
 mod bundle;
 mod eval;
@@ -90,6 +91,7 @@ mod sources;
 pub mod tokenize;
 mod vocabulary;
 
+pub use ascending::Ascending;
 pub use blocks::BLOCK_ROWS;
 pub use field::{Doc, Field, FieldSet};
 pub use mem::MemTextIndex;

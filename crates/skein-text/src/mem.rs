@@ -14,6 +14,7 @@ use std::convert::Infallible;
 use roaring::RoaringBitmap;
 use rustc_hash::FxBuildHasher;
 
+use crate::ascending::Ascending;
 use crate::eval::{self, TermSource};
 use crate::field::Field;
 use crate::links::Links;
@@ -29,7 +30,7 @@ const TERM_OVERHEAD: usize = 48;
 /// Term id → postings of one field: rows, or keys of shared texts.
 #[derive(Debug, Default, Clone)]
 struct Postings {
-    lists: HashMap<u32, RoaringBitmap, FxBuildHasher>,
+    lists: HashMap<u32, (RoaringBitmap, Ascending), FxBuildHasher>,
 }
 
 impl Postings {
@@ -38,12 +39,12 @@ impl Postings {
     fn post(&mut self, number: u32, ids: &[u32]) -> usize {
         let mut memory = 0;
         for &id in ids {
-            let list = self.lists.entry(id).or_insert_with(|| {
+            let (list, order) = self.lists.entry(id).or_insert_with(|| {
                 memory += ENTRY_OVERHEAD;
-                RoaringBitmap::new()
+                Default::default()
             });
-            // Rows mostly arrive in order: an append (`push`) is cheap.
-            if list.push(number) || list.insert(number) {
+            // Rows mostly arrive in order: an append is cheap.
+            if order.append(list, number) || list.insert(number) {
                 // Array containers hold 2 bytes a row.
                 memory += 2;
             }
@@ -52,14 +53,14 @@ impl Postings {
     }
 
     fn get(&self, id: Option<u32>) -> Option<&RoaringBitmap> {
-        self.lists.get(&id?)
+        self.lists.get(&id?).map(|(list, _)| list)
     }
 
     /// The union of the postings of `ids`.
     fn union(&self, ids: &[u32]) -> RoaringBitmap {
         let mut out = RoaringBitmap::new();
         for id in ids {
-            if let Some(list) = self.lists.get(id) {
+            if let Some((list, _)) = self.lists.get(id) {
                 out |= list;
             }
         }

@@ -11,12 +11,15 @@
 use roaring::RoaringBitmap;
 
 use crate::TextError;
+use crate::ascending::Ascending;
 
 /// The rows of one input that survive a merge, and where they went.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct RowMap {
     kept: RoaringBitmap,
     out: RoaringBitmap,
+    kept_order: Ascending,
+    out_order: Ascending,
 }
 
 /// In [`RowMap::dense`]: the input row was dropped.
@@ -31,13 +34,11 @@ impl RowMap {
     /// call (a merge visits each input's rows in order): anything else is
     /// refused, since the map would no longer be monotonic.
     pub fn keep(&mut self, from: u32, to: u32) -> Result<(), TextError> {
-        if self.kept.push(from) && self.out.push(to) {
+        // Both checked before either is appended, so the two stay matched.
+        if self.kept_order.is_next(from) && self.out_order.is_next(to) {
+            self.kept_order.append(&mut self.kept, from);
+            self.out_order.append(&mut self.out, to);
             return Ok(());
-        }
-        // `push` appends only past the maximum; a refused `to` leaves
-        // `from` kept: undo it so the two stay matched.
-        if self.kept.len() > self.out.len() {
-            self.kept.remove(from);
         }
         Err(TextError::Corrupt(format!(
             "row map: input row {from} to output row {to} is out of order"

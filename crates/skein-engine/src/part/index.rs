@@ -13,6 +13,8 @@ use std::io::Cursor;
 use roaring::RoaringBitmap;
 use serde::{Deserialize, Serialize};
 
+use skein_text::Ascending;
+
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::hash::FastMap;
@@ -247,43 +249,19 @@ impl IndexBuilder {
     }
 }
 
-/// A postings list built by appending rows in increasing order.
-///
-/// Neither of roaring's ways to add a row is cheap everywhere: `insert`
-/// searches for the row's container, and within an array container for
-/// its place (a merge of big parts spent a sixth of its time so), while
-/// `push` checks that the row comes last by finding the container's
-/// greatest row, which in a bitmap container (more than 4,096 rows of one
-/// 65,536) is a scan of its words from the top: a quarter of a log part's
-/// merge, for the terms most rows hold. Knowing the last row, this pushes
-/// into array containers and sets the bit in bitmap ones.
+/// A postings list built by appending rows in increasing order (see
+/// [`Ascending`] for why not roaring's `push`).
 #[derive(Default)]
 struct AppendedRows {
     rows: RoaringBitmap,
-    last: Option<u32>,
-    /// Rows in the container of `last`.
-    in_container: u32,
+    order: Ascending,
 }
-
-/// Rows an array container holds at most (roaring's `ARRAY_LIMIT`); with
-/// more it is a bitmap.
-const ARRAY_LIMIT: u32 = 4096;
 
 impl AppendedRows {
     /// Adds `row`, which is no less than any added before: a record
     /// repeating a term adds its row again, which is already there.
     fn push(&mut self, row: u32) {
-        match self.last {
-            Some(last) if row <= last => return,
-            Some(last) if last >> 16 == row >> 16 => self.in_container += 1,
-            _ => self.in_container = 1,
-        }
-        self.last = Some(row);
-        if self.in_container <= ARRAY_LIMIT {
-            self.rows.push(row);
-        } else {
-            self.rows.insert(row);
-        }
+        self.order.append(&mut self.rows, row);
     }
 }
 
@@ -423,30 +401,6 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Rows added in increasing order, repeats among them, dense runs
-        /// (bitmap containers) and sparse ones (array containers), across
-        /// container boundaries: the postings hold exactly the distinct rows.
-        #[test]
-        fn appended_rows_are_the_distinct_rows(
-            steps in proptest::collection::vec((0u32..3, 0u32..6000, 0u32..3), 1..40)
-        ) {
-            let mut rows = AppendedRows::default();
-            let mut want = std::collections::BTreeSet::new();
-            let mut row = 0u32;
-            for (gap, run, repeats) in steps {
-                // A jump (maybe past a container), then a dense run.
-                row += gap * 40_000;
-                for _ in 0..run {
-                    for _ in 0..=repeats.min(1) {
-                        rows.push(row);
-                    }
-                    want.insert(row);
-                    row += 1 + repeats;
-                }
-            }
-            proptest::prop_assert!(rows.rows.iter().eq(want.iter().copied()));
-        }
-
         /// Grouped by trace or as loose pairs, the same rows give the same
         /// index (traces left without rows are absent from both).
         #[test]
