@@ -16,6 +16,11 @@
 //! subquery), over series without native histograms, and not over more
 //! than [`MAX_VALUES`] series × steps (the values are held until the query
 //! ends).
+//!
+//! An aggregation without a parameter (`sum by (job) (rate(x[5m]))`) of
+//! such values is computed ahead too ([`Evaluator::aggregate_steps`]):
+//! each series' group is found once, not at every step, and every step is
+//! folded in the order and through the same code as step by step.
 
 use std::collections::HashMap;
 
@@ -43,8 +48,9 @@ const MAX_VALUES: usize = 1 << 24;
 pub(crate) struct StepValues {
     start: i64,
     step: i64,
-    /// The labels of each series' values (the selector's, without the
-    /// name unless the function keeps it), made once rather than per step.
+    /// The labels of each series of the values, made once rather than per
+    /// step: a call's are its selector's (without the name unless the
+    /// function keeps it), an aggregation's are its groups'.
     labels: Vec<Labels>,
     values: Vec<Vec<(u32, f64)>>,
 }
@@ -134,11 +140,10 @@ impl Evaluator<'_> {
                 | token::T_STDDEV
                 | token::T_STDVAR
         );
-        let key = computed_key(&a.expr)?;
-        if !folds || a.param.is_some() || !self.steps.contains_key(&key) {
+        if !folds || a.param.is_some() {
             return None;
         }
-        let input = self.steps.remove(&key)?;
+        let input = self.steps.remove(&computed_key(&a.expr)?)?;
         let mut groups: Vec<Labels> = Vec::new();
         let mut numbers: HashMap<Labels, u32> = HashMap::new();
         let group_of: Vec<u32> = input
@@ -236,10 +241,11 @@ impl Evaluator<'_> {
                 }
             }
         }
+        let keeps = keeps_name(name);
         let labels = series
             .iter()
             .map(|s| {
-                if keeps_name(name) {
+                if keeps {
                     s.labels.clone()
                 } else {
                     s.labels.without_name()
