@@ -374,3 +374,76 @@ fn compaction_merges_text_indexes_and_rebuilds_without_them() {
     assert_eq!((st.text_index_merges, st.text_index_rebuilds), (0, 1), "{st:?}");
     check(&e, &[], &logs).unwrap();
 }
+
+/// A part far bigger than the text index's first window: pages of newest
+/// hits, taken with cursors, walk it window by window (words found only in
+/// the oldest rows included, and a severity filter beside the text), and
+/// together they are exactly the records a scan matches, newest first.
+#[test]
+fn pages_of_hits_walk_a_big_part_window_by_window() {
+    const N: usize = 30_000;
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(options(dir.path())).unwrap();
+    let body = |n: usize| {
+        let mut words = vec![format!("record{n}")];
+        if n.is_multiple_of(3) {
+            words.push("common".into());
+        }
+        if [5, 4_100, 20_000, N - 1].contains(&n) {
+            words.push("rare".into());
+        }
+        if n < 700 {
+            words.push("oldest".into());
+        }
+        words.join(" ")
+    };
+    let logs: Vec<LogRecord> = (0..N)
+        .map(|n| {
+            let mut l = log(n, 1);
+            l.body = AnyValue::Str(body(n));
+            l.severity_number = if n.is_multiple_of(2) { 17 } else { 9 };
+            l
+        })
+        .collect();
+    for batch in logs.chunks(5_000) {
+        e.ingest_logs(batch.to_vec()).unwrap();
+    }
+    e.flush().unwrap();
+    assert_eq!(e.stats().parts, 1, "one part holds them all");
+    for (text, min_severity, limit) in [
+        ("common", None, 250),
+        ("rare", None, 2),
+        ("oldest", None, 100),
+        ("common AND NOT oldest", Some(17), 999),
+        ("nowhere", None, 10),
+    ] {
+        let q = TextQuery::parse(text).unwrap();
+        let want: Vec<i64> = logs
+            .iter()
+            .rev()
+            .filter(|l| skein_engine::text::matches(&q, *l, None))
+            .filter(|l| min_severity.is_none_or(|s| l.severity_number >= s))
+            .filter_map(|l| l.attributes[0].value.as_i64())
+            .collect();
+        let (mut got, mut cursor) = (Vec::new(), None);
+        loop {
+            let page = e
+                .search_logs(&LogQuery {
+                    text: Some(q.clone()),
+                    min_severity,
+                    window: Window::ALL,
+                    limit,
+                    cursor,
+                    ..Default::default()
+                })
+                .unwrap();
+            assert!(page.explain.index_used.iter().any(|i| i == "text index"));
+            got.extend(page.records.iter().filter_map(|l| l.attributes[0].value.as_i64()));
+            cursor = page.next_cursor;
+            if cursor.is_none() {
+                break;
+            }
+        }
+        assert_eq!(got, want, "{text}");
+    }
+}

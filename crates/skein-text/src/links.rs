@@ -67,6 +67,18 @@ impl Links {
         out
     }
 
+    /// [`rows_of`](Self::rows_of), only the rows also in `within`: the work
+    /// is in proportion to the rows kept.
+    pub(crate) fn rows_within(&self, keys: impl IntoIterator<Item = u32>, within: &RoaringBitmap) -> RoaringBitmap {
+        let mut out = RoaringBitmap::new();
+        for k in keys {
+            if let Some(rows) = self.rows.get(k as usize) {
+                out |= rows & within;
+            }
+        }
+        out
+    }
+
     pub(crate) fn encode(&self) -> Result<Vec<u8>, TextError> {
         let mut out = Vec::new();
         let count = u32::try_from(self.rows.len()).map_err(|_| TextError::TooLarge("shared texts"))?;

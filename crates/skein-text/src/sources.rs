@@ -52,15 +52,21 @@ pub(crate) enum SourceRows {
 }
 
 impl Source {
-    /// Adds the rows of `blocks` (sorted) to `rows` (a superset when the
-    /// source is the part's own: rows past the part's are removed later).
-    pub(crate) fn block_rows(&self, blocks: &[u32], rows: &mut RoaringBitmap) {
+    /// Adds the rows of `blocks` (sorted) that lie in `window` to `rows`
+    /// (a superset when the source is the part's own: rows past the part's
+    /// are removed later). The work is in proportion to the rows added, so
+    /// a query that needs only the newest rows does not pay for the rest.
+    pub(crate) fn block_rows(&self, blocks: &[u32], rows: &mut RoaringBitmap, window: &Range<u32>) {
+        let clip = |(from, to): (u32, u32)| {
+            let (from, to) = (from.max(window.start), to.min(window.end));
+            (from < to).then_some((from, to))
+        };
         match &self.rows {
             SourceRows::Own => insert_runs(
                 rows,
-                blocks.iter().map(|&b| {
+                blocks.iter().filter_map(|&b| {
                     let start = b.saturating_mul(BLOCK_ROWS);
-                    (start, start.saturating_add(BLOCK_ROWS))
+                    clip((start, start.saturating_add(BLOCK_ROWS)))
                 }),
             ),
             SourceRows::Carried { out, starts } => {
@@ -70,9 +76,9 @@ impl Source {
                 let mut ranges = RoaringBitmap::new();
                 let bounds = blocks.iter().filter_map(|&b| {
                     let b = b as usize;
-                    Some((starts.get(b)?.min(&end), starts.get(b + 1)?.min(&end)))
+                    clip((*starts.get(b)?.min(&end), *starts.get(b + 1)?.min(&end)))
                 });
-                insert_runs(&mut ranges, bounds.map(|(from, to)| (*from, *to)));
+                insert_runs(&mut ranges, bounds);
                 ranges &= out;
                 *rows |= ranges;
             }
@@ -324,7 +330,7 @@ mod tests {
                     .filter_map(|m| n2.get(m as usize).copied().flatten())
                     .collect();
                 let mut got = RoaringBitmap::new();
-                twice.block_rows(&[b], &mut got);
+                twice.block_rows(&[b], &mut got, &(0..u32::MAX));
                 prop_assert_eq!(got, want, "block {}", b);
             }
             let bytes = encode(std::slice::from_ref(&twice)).unwrap();

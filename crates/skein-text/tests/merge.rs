@@ -2,7 +2,8 @@
 //! rows are merged as compaction merges them (a time merge that interleaves
 //! the inputs and drops some rows), twice over, and the merged index never
 //! loses a row the naive model matches in the merged part, nor names a row
-//! the part does not hold.
+//! the part does not hold; and a window of its rows has exactly the
+//! candidates of the whole index in that window.
 
 use proptest::prelude::*;
 use roaring::RoaringBitmap;
@@ -149,6 +150,22 @@ fn check(ix: &PartTextIndex, model: &Model) -> Result<(), TestCaseError> {
             text
         );
         prop_assert!(scan.is_subset(&candidates), "{:?} lost {:?}", text, &scan - &candidates);
+        // A window's candidates are exactly the whole part's in the window,
+        // however the rows came through merges.
+        let n = model.len() as u32;
+        for window in [
+            0..n,
+            n / 3..2 * n / 3 + 1,
+            n.saturating_sub(5)..n,
+            n / 2..n / 2,
+            1..u32::MAX,
+        ] {
+            let mut want = candidates.clone();
+            want.remove_range(..window.start);
+            want.remove_range(window.end..);
+            let got = ix.search_within(&q, window.clone()).map_err(fail)?;
+            prop_assert_eq!(got, want, "{:?} in {:?}", text, window);
+        }
     }
     Ok(())
 }
