@@ -148,12 +148,9 @@ impl TextWindows {
                 all
             }
         };
-        match &self.bound {
-            Pending::Rows { rows: bound, .. } => rows &= bound,
-            Pending::Range { lo, next } => {
-                rows.remove_range(..*lo);
-                rows.remove_range(*next..);
-            }
+        // A range bound holds the whole window already.
+        if let Pending::Rows { rows: bound, .. } = &self.bound {
+            rows &= bound;
         }
         Some(rows)
     }
@@ -394,15 +391,14 @@ impl<R: Columnar> Stream<R> {
                 next: range.end,
             },
         };
-        let (pending, text) = match text_deferred {
-            true => (
-                Pending::Rows {
-                    rows: RoaringBitmap::new(),
-                    len: 0,
-                },
-                Some(TextWindows::new(pending)),
-            ),
-            false => (pending, None),
+        let (pending, text) = if text_deferred {
+            let none = Pending::Rows {
+                rows: RoaringBitmap::new(),
+                len: 0,
+            };
+            (none, Some(TextWindows::new(pending)))
+        } else {
+            (pending, None)
         };
         Some(Stream {
             kind: StreamKind::Part(PartStream {
