@@ -16,6 +16,7 @@ pub mod samples;
 pub mod series_memo;
 mod sink;
 mod writer;
+mod zstd_pages;
 
 use serde::{Deserialize, Serialize};
 

@@ -28,6 +28,8 @@ use parquet::file::serialized_reader::SerializedPageReader;
 use crate::hash::WordHasher;
 use crate::storage::ParquetSource;
 
+use super::zstd_pages;
+
 /// (part instance, row group, column, page ordinal; `DICTIONARY` for the
 /// dictionary page).
 type Key = (u64, u32, u32, u32);
@@ -47,13 +49,20 @@ impl quick_cache::Weighter<Key, Page> for PageWeight {
 /// Decompressed pages of parts, bounded in bytes (LRU-like eviction).
 pub struct PageCache {
     pages: quick_cache::sync::Cache<Key, Page, PageWeight>,
-    /// Fingerprints of pages missed once, direct-mapped. A page is cached
-    /// on its second miss: a lookup of data nobody reads again (a random
-    /// trace) then costs no insert, no eviction and no retained buffer,
-    /// which made cold lookups 15-20% slower than with no cache at all.
-    /// Pages read again, like those of a repeated search, are kept from
-    /// their second read on. A collision only delays an admission.
+    /// Pages missed once: a Bloom filter of two bits per page. A page is
+    /// cached on its second miss: a lookup of data nobody reads again (a
+    /// random trace) then costs no insert, no eviction and no retained
+    /// buffer, which made cold lookups 15-20% slower than with no cache at
+    /// all. Pages read again, like those of a repeated search, are kept
+    /// from their second read on. A false positive only admits a page at
+    /// its first miss; the filter is cleared when an eighth of its bits
+    /// have been set, so it never fills up. (It was a direct-mapped table
+    /// of fingerprints before, where two pages sharing a slot kept evicting
+    /// each other's mark and were never cached: a tenth of a repeated
+    /// search's pages.)
     missed_once: Box<[AtomicU64]>,
+    /// Pages marked in `missed_once` since it was last cleared.
+    marked: AtomicU64,
     capacity: u64,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -81,14 +90,15 @@ impl PageCache {
     pub fn new(capacity_bytes: u64) -> Arc<PageCache> {
         // ~16 KiB per page is typical: the estimate sizes the hash table.
         let items = (capacity_bytes / (16 << 10)).max(16) as usize;
-        let slots = if capacity_bytes == 0 {
+        let words = if capacity_bytes == 0 {
             0
         } else {
             (items * 4).next_power_of_two()
         };
         Arc::new(PageCache {
             pages: quick_cache::sync::Cache::with_weighter(items, capacity_bytes.max(1), PageWeight),
-            missed_once: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+            missed_once: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            marked: AtomicU64::new(0),
             capacity: capacity_bytes,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -121,14 +131,27 @@ impl PageCache {
         if self.missed_once.is_empty() {
             return;
         }
-        let fingerprint = {
+        let hash = {
             let mut h = WordHasher::default();
             key.hash(&mut h);
-            h.finish() | 1
+            h.finish()
         };
-        let slot = &self.missed_once[fingerprint as usize & (self.missed_once.len() - 1)];
-        if slot.swap(fingerprint, Ordering::Relaxed) == fingerprint {
+        let bits = self.missed_once.len() as u64 * 64;
+        let mut seen = true;
+        for bit in [hash % bits, (hash >> 32 ^ hash.rotate_left(17)) % bits] {
+            let mask = 1u64 << (bit % 64);
+            let word = &self.missed_once[(bit / 64) as usize];
+            seen &= word.fetch_or(mask, Ordering::Relaxed) & mask != 0;
+        }
+        if seen {
             self.pages.insert(key, page.clone());
+        } else if self.marked.fetch_add(1, Ordering::Relaxed) + 1 >= bits / 16 {
+            // Two bits a page: an eighth of the bits set. Clearing while
+            // others mark only loses marks (a later admission).
+            self.marked.store(0, Ordering::Relaxed);
+            for word in self.missed_once.iter() {
+                word.store(0, Ordering::Relaxed);
+            }
         }
     }
 }
@@ -162,13 +185,16 @@ impl RowGroups for CachedRowGroups<'_> {
                 .and_then(|cols| cols.get(column))
                 .map(|c| c.page_locations.clone());
             let has_locations = locations.is_some();
-            let inner =
-                SerializedPageReader::new(Arc::new(self.source.clone()), chunk, rg.num_rows() as usize, locations)?;
+            let source = Arc::new(self.source.clone());
+            let rows = rg.num_rows() as usize;
             let reader: Box<dyn PageReader> = if has_locations && self.cache.enabled() {
                 // Page ordinals are only stable when pages are located
                 // through the offset index.
+                let raw = zstd_pages::opened_raw(chunk);
+                let inner = SerializedPageReader::new(source, raw.as_ref().unwrap_or(chunk), rows, locations)?;
                 Box::new(CachedPageReader {
                     inner,
+                    zstd: raw.is_some(),
                     cache: self.cache.clone(),
                     row_group: g as u32,
                     column: column as u32,
@@ -176,7 +202,7 @@ impl RowGroups for CachedRowGroups<'_> {
                     next_page: 0,
                 })
             } else {
-                Box::new(inner)
+                Box::new(SerializedPageReader::new(source, chunk, rows, locations)?)
             };
             readers.push(Ok(reader));
         }
@@ -208,6 +234,8 @@ impl PageIterator for PageReaders {}
 /// offset index reads nothing).
 struct CachedPageReader {
     inner: SerializedPageReader<ParquetSource>,
+    /// `inner` hands over zstd pages as stored (see [`zstd_pages`]).
+    zstd: bool,
     cache: Arc<PageCache>,
     instance: u64,
     row_group: u32,
@@ -245,6 +273,7 @@ impl PageReader for CachedPageReader {
                 let Some(page) = self.inner.get_next_page()? else {
                     return Ok(None);
                 };
+                let page = if self.zstd { zstd_pages::decompress(page)? } else { page };
                 self.cache.insert_if_missed_before(key, &page);
                 page
             }
@@ -310,5 +339,31 @@ mod tests {
             off.insert_if_missed_before(key, &page(10));
         }
         assert_eq!(off.stats().pages, 0);
+    }
+
+    /// Every page read twice is cached, however many there are: a filter
+    /// collision admits a page early, it never keeps one out.
+    #[test]
+    fn every_page_missed_twice_is_cached() {
+        let cache = PageCache::new(32 << 20);
+        let keys: Vec<Key> = (0..3000).map(|i| (7, i / 100, i % 100 / 10, i % 10)).collect();
+        for _ in 0..2 {
+            for &k in &keys {
+                if cache.get(&k).is_none() {
+                    cache.insert_if_missed_before(k, &page(64));
+                }
+            }
+        }
+        assert!(keys.iter().all(|k| cache.get(k).is_some()), "{:?}", cache.stats());
+        // Marks are cleared as they pile up, yet pages keep being admitted.
+        for round in 0..40u32 {
+            for i in 0..1000 {
+                let k = (8, round, 0, i);
+                cache.insert_if_missed_before(k, &page(8));
+                cache.insert_if_missed_before(k, &page(8));
+            }
+        }
+        assert!(cache.marked.load(Ordering::Relaxed) < cache.missed_once.len() as u64 * 4);
+        assert!(cache.get(&(8, 39, 0, 999)).is_some());
     }
 }

@@ -644,6 +644,50 @@ mod tests {
         }
     }
 
+    /// Point reads through the page cache decompress zstd pages on their
+    /// own (see `zstd_pages`): the rows are those of a plain read, whether
+    /// a page is missed, admitted or served from the cache, in pages of
+    /// every kind (dictionary, data, nulls only).
+    #[test]
+    fn cached_point_reads_read_what_plain_reads_do() {
+        use skein_model::{AnyValue, LogRecord};
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn PartStore> = Arc::new(LocalStore::open(dir.path(), &["logs"]).unwrap());
+        // Small pages and row groups: many of each.
+        let opts = WriterOptions {
+            row_group_rows: 500,
+            page_rows: 64,
+            bulky_page_bytes: 2 << 10,
+            ..WriterOptions::default()
+        };
+        let mut w = PartWriter::<LogRecord>::new(store.clone(), PartMeta::new(Signal::Logs, 1), &opts).unwrap();
+        let mut logs = testdata::logs(1500);
+        for (i, l) in logs.iter_mut().enumerate() {
+            l.body = match i % 5 {
+                0 => AnyValue::Empty,
+                1 => AnyValue::Int(i as i64),
+                _ => AnyValue::Str(format!("request {i} failed: {}", "pool timeout ".repeat(i % 40))),
+            };
+        }
+        logs.sort_by_key(|l| (l.time(), l.key()));
+        for l in &logs {
+            w.push(Arc::new(l.clone())).unwrap();
+        }
+        let plain = w.finish().unwrap();
+        let cache = PageCache::new(64 << 20);
+        let cached = Part::open::<LogRecord>(store, 1)
+            .unwrap()
+            .with_page_cache(Some(cache.clone()));
+        let rows: Vec<u32> = (0..1500).filter(|r| r % 7 == 0 || r % 11 == 3).collect();
+        let want: Vec<LogRecord> = plain.read_rows(&rows).unwrap();
+        assert_eq!(want.len(), rows.len());
+        for round in 0..3 {
+            assert_eq!(cached.read_rows::<LogRecord>(&rows).unwrap(), want, "round {round}");
+        }
+        let s = cache.stats();
+        assert!(s.pages > 0 && s.hits > 0, "{s:?}");
+    }
+
     #[test]
     fn point_reads_keep_working_after_the_file_is_deleted() {
         // Compaction deletes the parts it replaced while readers may still
