@@ -726,6 +726,32 @@ mod tests {
     }
 
     #[test]
+    fn a_log_parts_times_are_deltas_not_dictionaries() {
+        use parquet::basic::Encoding;
+        use skein_model::LogRecord;
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn PartStore> = Arc::new(LocalStore::open(dir.path(), &["logs"]).unwrap());
+        let mut w =
+            PartWriter::<LogRecord>::new(store, PartMeta::new(Signal::Logs, 1), &WriterOptions::default()).unwrap();
+        let mut logs = testdata::logs(500);
+        logs.sort_by_key(|l| (l.time(), l.key()));
+        for l in &logs {
+            w.push(Arc::new(l.clone())).unwrap();
+        }
+        let part = w.finish().unwrap();
+        let rg = part.arrow_meta.metadata().row_group(0);
+        for name in ["timestamp", "time_unix_nano", "observed_time_unix_nano"] {
+            let c = rg.columns().iter().find(|c| c.column_path().string() == name).unwrap();
+            assert!(c.dictionary_page_offset().is_none(), "{name}");
+            assert!(c.encodings().any(|e| e == Encoding::DELTA_BINARY_PACKED), "{name}");
+        }
+        let rows: Vec<u32> = (0..500).step_by(3).collect();
+        let read: Vec<LogRecord> = part.read_rows(&rows).unwrap();
+        let want: Vec<LogRecord> = rows.iter().map(|&r| logs[r as usize].clone()).collect();
+        assert_eq!(read, want);
+    }
+
+    #[test]
     fn a_metric_parts_series_ids_are_a_dictionary() {
         use parquet::basic::Encoding;
         let dir = tempfile::tempdir().unwrap();
