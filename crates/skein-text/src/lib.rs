@@ -86,6 +86,7 @@ mod naive;
 mod part;
 mod pieces;
 mod query;
+mod reject;
 mod rowmap;
 mod sources;
 pub mod tokenize;

@@ -48,6 +48,9 @@ impl Query {
     /// Whether the record matches: the definition every index answer is
     /// checked against.
     pub fn matches(&self, doc: &[(Field, &str)]) -> bool {
+        if !self.may_match(doc) {
+            return false;
+        }
         let values = analyze(self, doc);
         eval(&self.root, &values, None)
     }

@@ -229,3 +229,30 @@ proptest! {
         }
     }
 }
+
+/// ASCII values (a mix of cases, connectors and numbers), which the quick
+/// rejection reads without tokenizing.
+fn ascii_doc() -> impl Strategy<Value = Vec<(Field, String)>> {
+    let ascii: Vec<&str> = VOCAB.iter().copied().filter(|w| w.is_ascii()).collect();
+    let seps: Vec<&str> = SEPARATORS.iter().copied().filter(|s| s.is_ascii()).collect();
+    let ascii_value = prop::collection::vec((prop::sample::select(ascii), prop::sample::select(seps)), 0..12)
+        .prop_map(|words| words.into_iter().flat_map(|(w, s)| [w, s]).collect::<String>());
+    prop::collection::vec((field(), prop_oneof![4 => ascii_value, 1 => value()]), 0..4)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// The quick rejection never rejects a match: `matches` (which tries it
+    /// first) agrees with the full evaluation behind `highlights`.
+    #[test]
+    fn a_quick_rejection_never_loses_a_match(values in ascii_doc(), queries in prop::collection::vec(query(), 1..8)) {
+        let doc = as_doc(&values);
+        for text in &queries {
+            let Ok(q) = Query::parse(text) else { continue };
+            let full = !q.highlights(&doc).is_empty();
+            prop_assert!(q.may_match(&doc) || !full, "{:?} rejected {:?}", text, doc);
+            prop_assert_eq!(q.matches(&doc), full, "{:?} on {:?}", text, doc);
+        }
+    }
+}
