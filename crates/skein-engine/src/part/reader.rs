@@ -444,13 +444,31 @@ impl Part {
         }
         let mask = ProjectionMask::columns(self.arrow_meta.parquet_schema(), columns.iter().copied());
         let (groups, selection) = self.restrict(rows);
-        let reader = self
-            .point_builder()
-            .with_projection(mask)
-            .with_row_groups(groups)
-            .with_row_selection(selection)
-            .with_batch_size(rows.len())
-            .build()?;
+        let reader = match &self.page_cache {
+            Some(cache) => {
+                let meta = self.arrow_meta.metadata();
+                let levels = parquet_to_arrow_field_levels(
+                    self.arrow_meta.parquet_schema(),
+                    mask,
+                    Some(self.arrow_meta.schema().fields()),
+                )?;
+                let row_groups = CachedRowGroups {
+                    cache,
+                    instance: self.instance,
+                    source: &self.point_source,
+                    metadata: meta,
+                    row_groups: &groups,
+                };
+                ParquetRecordBatchReader::try_new_with_row_groups(&levels, &row_groups, rows.len(), Some(selection))?
+            }
+            None => self
+                .point_builder()
+                .with_projection(mask)
+                .with_row_groups(groups)
+                .with_row_selection(selection)
+                .with_batch_size(rows.len())
+                .build()?,
+        };
         reader.map(|b| b.map_err(Error::from)).collect()
     }
 

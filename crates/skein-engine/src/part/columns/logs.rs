@@ -33,6 +33,27 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
     ]))
 });
 
+/// The columns holding what a log record's text is made of (its body, event
+/// name and attributes: see `text::TextRecord`).
+pub const TEXT_COLUMNS: &[&str] = &["body", "body_json", "attributes", "event_name"];
+
+/// Row `i` of a batch of [`TEXT_COLUMNS`] as a record holding only those
+/// fields: enough to decide a text query on it before the whole row is read.
+pub fn text_record(batch: &RecordBatch, i: usize) -> Result<LogRecord> {
+    let c = Cols::new(batch);
+    let body = match (get_str(c.str("body")?, i), get_str(c.str("body_json")?, i)) {
+        (Some(s), _) => AnyValue::Str(s.to_string()),
+        (None, Some(j)) => any_value_from_json(&parse_json(j, "body_json")?)?,
+        (None, None) => AnyValue::Empty,
+    };
+    Ok(LogRecord {
+        body,
+        attributes: parse_attrs(get_str(c.str("attributes")?, i))?,
+        event_name: get_string(c.str("event_name")?, i),
+        ..Default::default()
+    })
+}
+
 impl Columnar for LogRecord {
     fn schema() -> SchemaRef {
         SCHEMA.clone()

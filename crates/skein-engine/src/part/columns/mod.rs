@@ -9,7 +9,7 @@
 //! stored as NULL. Readers look columns up by name and treat a missing one
 //! as empty, so later format versions can add columns without a break.
 
-mod logs;
+pub(crate) mod logs;
 pub(crate) mod metrics;
 mod spans;
 
