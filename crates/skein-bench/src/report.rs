@@ -620,6 +620,14 @@ fn render_text(v: &Value) -> String {
     ];
     let rows: Vec<(&str, &Value)> = rows.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     s.push_str(&latency_table(&rows));
+    s.push_str(&format!(
+        "\nPercentiles are of repeated queries, whose pages the page cache (`page_cache_bytes`, {} MiB) keeps from their second read. The first query of each, on pages nothing read before (new parts), took: after ingest, rare {} ms and common {} ms; compacted, rare {} ms and common {} ms.\n",
+        f(&v["params"]["page_cache_mib"], 0),
+        f(&on["queries"]["rare_first_ms"], 1),
+        f(&on["queries"]["common_first_ms"], 1),
+        f(&on["queries_compacted"]["rare_first_ms"], 1),
+        f(&on["queries_compacted"]["common_first_ms"], 1),
+    ));
     s.push('\n');
     s
 }

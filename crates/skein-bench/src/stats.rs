@@ -35,6 +35,11 @@ impl Samples {
         self.nanos.is_empty()
     }
 
+    /// The first sample, in milliseconds (0 with none).
+    pub fn first_ms(&self) -> f64 {
+        self.nanos.first().map_or(0.0, |&n| n as f64 / 1e6)
+    }
+
     /// Nearest-rank percentile: the smallest sample with at least q·n
     /// samples at or below it.
     pub fn percentile(&self, q: f64) -> f64 {

@@ -117,7 +117,7 @@ impl ServerConfig {
             hot_max_bytes: 64 << 20,
             hot_max_age: Duration::from_secs(60),
             payload_threshold: 4096,
-            page_cache_bytes: 32 << 20,
+            page_cache_bytes: 128 << 20,
             wal_salvage: false,
             shutdown_timeout: Duration::from_secs(30),
             pricing: None,

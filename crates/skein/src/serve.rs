@@ -97,7 +97,7 @@ pub struct ServeArgs {
     #[arg(long, env = "SKEIN_HOT_MAX_AGE", value_name = "DURATION")]
     hot_max_age: Option<String>,
     /// Decompressed Parquet pages kept in memory for trace lookups and
-    /// searches of recent data; 0 turns the cache off [default: 32MiB].
+    /// searches of recent data; 0 turns the cache off [default: 128MiB].
     #[arg(long, env = "SKEIN_PAGE_CACHE_BYTES", value_name = "SIZE")]
     page_cache_bytes: Option<String>,
     /// Strings longer than this (attributes, log bodies) are stored once in
