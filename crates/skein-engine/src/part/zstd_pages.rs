@@ -72,67 +72,100 @@ fn decompress_bytes(compressed: &[u8], prefix: &[u8]) -> ParquetResult<Bytes> {
 }
 
 /// `page`, read from a chunk opened by [`opened_raw`], decompressed.
-pub(crate) fn decompress(page: Page) -> ParquetResult<Page> {
-    Ok(match page {
-        Page::DataPage {
-            buf,
-            num_values,
-            encoding,
-            def_level_encoding,
-            rep_level_encoding,
-            statistics,
-        } => Page::DataPage {
-            buf: decompress_bytes(&buf, &[])?,
-            num_values,
-            encoding,
-            def_level_encoding,
-            rep_level_encoding,
-            statistics,
-        },
-        Page::DictionaryPage {
-            buf,
-            num_values,
-            encoding,
-            is_sorted,
-        } => Page::DictionaryPage {
-            buf: decompress_bytes(&buf, &[])?,
-            num_values,
-            encoding,
-            is_sorted,
-        },
+pub(crate) fn decompress(mut page: Page) -> ParquetResult<Page> {
+    match &mut page {
+        Page::DataPage { buf, .. } | Page::DictionaryPage { buf, .. } => *buf = decompress_bytes(buf, &[])?,
         Page::DataPageV2 {
             buf,
-            num_values,
-            encoding,
-            num_nulls,
-            num_rows,
             def_levels_byte_len,
             rep_levels_byte_len,
             is_compressed,
-            statistics,
+            ..
         } => {
             // Levels are stored uncompressed ahead of the values; a page of
             // nulls only may have no values to decompress.
-            let levels = (def_levels_byte_len + rep_levels_byte_len) as usize;
+            let levels = (*def_levels_byte_len + *rep_levels_byte_len) as usize;
             if levels > buf.len() {
                 return Err(ParquetError::General("data page v2 levels overrun the page".into()));
             }
-            let buf = if is_compressed && buf.len() > levels {
-                decompress_bytes(&buf[levels..], &buf[..levels])?
-            } else {
-                buf
-            };
-            Page::DataPageV2 {
-                buf,
-                num_values,
-                encoding,
-                num_nulls,
-                num_rows,
-                def_levels_byte_len,
-                rep_levels_byte_len,
-                is_compressed: false,
-                statistics,
+            if *is_compressed && buf.len() > levels {
+                *buf = decompress_bytes(&buf[levels..], &buf[..levels])?;
             }
+            *is_compressed = false;
         }
-    })
+    }
+    Ok(page)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use parquet::basic::Encoding;
+
+    fn zstd(bytes: &[u8]) -> Vec<u8> {
+        zstd::bulk::compress(bytes, 3).unwrap()
+    }
+
+    #[test]
+    fn pages_of_every_kind_decompress() {
+        let values = b"pool timeout ".repeat(100);
+        let v1 = Page::DataPage {
+            buf: Bytes::from(zstd(&values)),
+            num_values: 100,
+            encoding: Encoding::PLAIN,
+            def_level_encoding: Encoding::RLE,
+            rep_level_encoding: Encoding::RLE,
+            statistics: None,
+        };
+        assert_eq!(decompress(v1).unwrap().buffer().as_ref(), &values[..]);
+        let dictionary = Page::DictionaryPage {
+            buf: Bytes::from(zstd(&values)),
+            num_values: 1,
+            encoding: Encoding::PLAIN,
+            is_sorted: false,
+        };
+        assert_eq!(decompress(dictionary).unwrap().buffer().as_ref(), &values[..]);
+        // v2: levels stay as stored ahead of the values.
+        let v2 = |buf: Vec<u8>, is_compressed: bool| Page::DataPageV2 {
+            buf: Bytes::from(buf),
+            num_values: 100,
+            encoding: Encoding::PLAIN,
+            num_nulls: 0,
+            num_rows: 100,
+            def_levels_byte_len: 3,
+            rep_levels_byte_len: 1,
+            is_compressed,
+            statistics: None,
+        };
+        let stored = [b"LLLL".to_vec(), zstd(&values)].concat();
+        let page = decompress(v2(stored, true)).unwrap();
+        assert_eq!(page.buffer().as_ref(), &[b"LLLL".as_slice(), &values].concat()[..]);
+        assert!(matches!(
+            page,
+            Page::DataPageV2 {
+                is_compressed: false,
+                ..
+            }
+        ));
+        // Levels only (a page of nulls), and values stored uncompressed.
+        assert_eq!(
+            decompress(v2(b"LLLL".to_vec(), true)).unwrap().buffer().as_ref(),
+            b"LLLL"
+        );
+        assert_eq!(
+            decompress(v2(b"LLLLraw".to_vec(), false)).unwrap().buffer().as_ref(),
+            b"LLLLraw"
+        );
+        // Damage is an error, never a page.
+        assert!(decompress(v2(b"LL".to_vec(), true)).is_err(), "levels overrun");
+        let mut torn = zstd(&values);
+        torn.truncate(torn.len() / 2);
+        let torn = Page::DictionaryPage {
+            buf: Bytes::from(torn),
+            num_values: 1,
+            encoding: Encoding::PLAIN,
+            is_sorted: false,
+        };
+        assert!(decompress(torn).is_err());
+    }
 }
