@@ -22,16 +22,18 @@ use parquet::errors::{ParquetError, Result as ParquetResult};
 use parquet::file::metadata::ColumnChunkMetaData;
 
 /// `chunk` as Parquet should open it for [`decompress`] to finish its
-/// pages: a zstd chunk marked uncompressed; `None` for any other.
+/// pages: a zstd chunk marked uncompressed; `None` for any other (and if
+/// the copy cannot be made: Parquet then decompresses as usual).
 pub(crate) fn opened_raw(chunk: &ColumnChunkMetaData) -> Option<ColumnChunkMetaData> {
-    matches!(chunk.compression(), Compression::ZSTD(_)).then(|| {
-        chunk
-            .clone()
-            .into_builder()
-            .set_compression(Compression::UNCOMPRESSED)
-            .build()
-            .unwrap_or_else(|_| chunk.clone())
-    })
+    if !matches!(chunk.compression(), Compression::ZSTD(_)) {
+        return None;
+    }
+    chunk
+        .clone()
+        .into_builder()
+        .set_compression(Compression::UNCOMPRESSED)
+        .build()
+        .ok()
 }
 
 thread_local! {
