@@ -55,11 +55,10 @@ pub struct PageCache {
     /// buffer, which made cold lookups 15-20% slower than with no cache at
     /// all. Pages read again, like those of a repeated search, are kept
     /// from their second read on. A false positive only admits a page at
-    /// its first miss; the filter is cleared when an eighth of its bits
-    /// have been set, so it never fills up. (It was a direct-mapped table
-    /// of fingerprints before, where two pages sharing a slot kept evicting
-    /// each other's mark and were never cached: a tenth of a repeated
-    /// search's pages.)
+    /// its first miss (a direct-mapped table of marks, where two pages
+    /// sharing a slot erase each other's, would keep both out for good);
+    /// the filter is cleared when an eighth of its bits have been set, so
+    /// it never fills up.
     missed_once: Box<[AtomicU64]>,
     /// Pages marked in `missed_once` since it was last cleared.
     marked: AtomicU64,

@@ -391,6 +391,38 @@ impl Part {
         (groups, RowSelection::from(selectors))
     }
 
+    /// A reader of the `selection` of `groups` for a point read: through the
+    /// page cache when there is one (`levels` are `mask`'s), else straight
+    /// from the file.
+    fn point_reader(
+        &self,
+        mask: &ProjectionMask,
+        levels: &FieldLevels,
+        groups: &[usize],
+        selection: RowSelection,
+        batch_rows: usize,
+    ) -> Result<ParquetRecordBatchReader> {
+        Ok(match &self.page_cache {
+            Some(cache) => {
+                let row_groups = CachedRowGroups {
+                    cache,
+                    instance: self.instance,
+                    source: &self.point_source,
+                    metadata: self.arrow_meta.metadata(),
+                    row_groups: groups,
+                };
+                ParquetRecordBatchReader::try_new_with_row_groups(levels, &row_groups, batch_rows, Some(selection))?
+            }
+            None => self
+                .point_builder()
+                .with_projection(mask.clone())
+                .with_row_groups(groups.to_vec())
+                .with_row_selection(selection)
+                .with_batch_size(batch_rows)
+                .build()?,
+        })
+    }
+
     /// Decodes the given rows (ascending, unique) into records, in row order.
     pub fn read_rows<R: Columnar>(&self, rows: &[u32]) -> Result<Vec<R>> {
         if rows.is_empty() {
@@ -407,25 +439,7 @@ impl Part {
             Some(c) => (&c.mask, &c.levels),
             None => (&self.record_columns, &self.levels),
         };
-        let reader = match &self.page_cache {
-            Some(cache) => {
-                let row_groups = CachedRowGroups {
-                    cache,
-                    instance: self.instance,
-                    source: &self.point_source,
-                    metadata: self.arrow_meta.metadata(),
-                    row_groups: &groups,
-                };
-                ParquetRecordBatchReader::try_new_with_row_groups(levels, &row_groups, rows.len(), Some(selection))?
-            }
-            None => self
-                .point_builder()
-                .with_projection(mask.clone())
-                .with_row_groups(groups)
-                .with_row_selection(selection)
-                .with_batch_size(rows.len())
-                .build()?,
-        };
+        let reader = self.point_reader(mask, levels, &groups, selection, rows.len())?;
         let mut out = Vec::with_capacity(rows.len());
         for batch in reader {
             let batch = match constant {
@@ -444,31 +458,12 @@ impl Part {
         }
         let mask = ProjectionMask::columns(self.arrow_meta.parquet_schema(), columns.iter().copied());
         let (groups, selection) = self.restrict(rows);
-        let reader = match &self.page_cache {
-            Some(cache) => {
-                let meta = self.arrow_meta.metadata();
-                let levels = parquet_to_arrow_field_levels(
-                    self.arrow_meta.parquet_schema(),
-                    mask,
-                    Some(self.arrow_meta.schema().fields()),
-                )?;
-                let row_groups = CachedRowGroups {
-                    cache,
-                    instance: self.instance,
-                    source: &self.point_source,
-                    metadata: meta,
-                    row_groups: &groups,
-                };
-                ParquetRecordBatchReader::try_new_with_row_groups(&levels, &row_groups, rows.len(), Some(selection))?
-            }
-            None => self
-                .point_builder()
-                .with_projection(mask)
-                .with_row_groups(groups)
-                .with_row_selection(selection)
-                .with_batch_size(rows.len())
-                .build()?,
-        };
+        let levels = parquet_to_arrow_field_levels(
+            self.arrow_meta.parquet_schema(),
+            mask.clone(),
+            Some(self.arrow_meta.schema().fields()),
+        )?;
+        let reader = self.point_reader(&mask, &levels, &groups, selection, rows.len())?;
         reader.map(|b| b.map_err(Error::from)).collect()
     }
 

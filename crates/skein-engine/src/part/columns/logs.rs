@@ -3,7 +3,7 @@
 use std::sync::{Arc, LazyLock};
 
 use arrow_array::builder::*;
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Schema, SchemaRef};
 use skein_model::json::{OtlpValue, any_value_from_json, to_json_string};
 use skein_model::{AnyValue, LogRecord, SpanId, TraceId};
@@ -41,16 +41,20 @@ pub const TEXT_COLUMNS: &[&str] = &["body", "body_json", "attributes", "event_na
 /// fields: enough to decide a text query on it before the whole row is read.
 pub fn text_record(batch: &RecordBatch, i: usize) -> Result<LogRecord> {
     let c = Cols::new(batch);
-    let body = match (get_str(c.str("body")?, i), get_str(c.str("body_json")?, i)) {
-        (Some(s), _) => AnyValue::Str(s.to_string()),
-        (None, Some(j)) => any_value_from_json(&parse_json(j, "body_json")?)?,
-        (None, None) => AnyValue::Empty,
-    };
     Ok(LogRecord {
-        body,
+        body: body_at(c.str("body")?, c.str("body_json")?, i)?,
         attributes: parse_attrs(get_str(c.str("attributes")?, i))?,
         event_name: get_string(c.str("event_name")?, i),
         ..Default::default()
+    })
+}
+
+/// Row `i`'s body: a string in `body`, any other value in `body_json`.
+fn body_at(body: Option<&StringArray>, body_json: Option<&StringArray>, i: usize) -> Result<AnyValue> {
+    Ok(match (get_str(body, i), get_str(body_json, i)) {
+        (Some(s), _) => AnyValue::Str(s.to_string()),
+        (None, Some(j)) => any_value_from_json(&parse_json(j, "body_json")?)?,
+        (None, None) => AnyValue::Empty,
     })
 }
 
@@ -175,11 +179,7 @@ impl Columnar for LogRecord {
         let scope = c.str("scope")?;
         let mut out = Vec::with_capacity(batch.num_rows());
         for i in 0..batch.num_rows() {
-            let body = match (get_str(body, i), get_str(body_json, i)) {
-                (Some(s), _) => AnyValue::Str(s.to_string()),
-                (None, Some(j)) => any_value_from_json(&parse_json(j, "body_json")?)?,
-                (None, None) => AnyValue::Empty,
-            };
+            let body = body_at(body, body_json, i)?;
             out.push(LogRecord {
                 time_unix_nano: from_ts(get_prim(time, i)),
                 observed_time_unix_nano: from_ts(get_prim(observed, i)),
