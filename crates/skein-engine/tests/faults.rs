@@ -1,6 +1,6 @@
 //! Faults that need an operator: flushes and merges that fail (here because
-//! the parts directory of spans was replaced by a file, which fails for
-//! root too, unlike a permission), and how they show and clear.
+//! a directory of parts or payload packs was replaced by a file, which
+//! fails for root too, unlike a permission), and how they show and clear.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -10,23 +10,23 @@ use skein_model::corpus::Corpus;
 
 const END_NS: u64 = skein_engine::testdata::END_NS;
 
-/// Replaces `DATA/parts/spans` with a regular file until dropped.
-struct BrokenSpansDir {
+/// Replaces `DATA/parts/<name>` with a regular file until dropped.
+struct BrokenDir {
     dir: PathBuf,
     aside: PathBuf,
 }
 
-impl BrokenSpansDir {
-    fn new(data: &Path) -> BrokenSpansDir {
-        let dir = data.join("parts").join("spans");
-        let aside = data.join("spans.aside");
+impl BrokenDir {
+    fn new(data: &Path, name: &str) -> BrokenDir {
+        let dir = data.join("parts").join(name);
+        let aside = data.join(format!("{name}.aside"));
         std::fs::rename(&dir, &aside).unwrap();
         std::fs::write(&dir, b"not a directory").unwrap();
-        BrokenSpansDir { dir, aside }
+        BrokenDir { dir, aside }
     }
 }
 
-impl Drop for BrokenSpansDir {
+impl Drop for BrokenDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.dir);
         let _ = std::fs::rename(&self.aside, &self.dir);
@@ -51,7 +51,7 @@ fn failed_flushes_and_merges_are_faults_until_they_succeed() {
     assert!(e.faults().is_empty());
     assert_eq!(e.stats().failures["flush"], 0);
 
-    let broken = BrokenSpansDir::new(dir.path());
+    let broken = BrokenDir::new(dir.path(), "spans");
     let err = e.compact().unwrap_err();
     assert_eq!(kinds(&e), [FaultKind::Compaction], "{err}");
     e.ingest_spans(corpus.spans(20..30)).unwrap();
@@ -101,7 +101,7 @@ fn ingest_refuses_while_failing_flushes_leave_no_room() {
     o.max_frozen = 1;
     o.compaction.enabled = false;
     let e = Engine::open(o).unwrap();
-    let broken = BrokenSpansDir::new(dir.path());
+    let broken = BrokenDir::new(dir.path(), "spans");
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut accepted = 0u64;
     let mut next = 0;
@@ -139,4 +139,62 @@ fn ingest_refuses_while_failing_flushes_leave_no_room() {
     }
     accepted += e.ingest_spans(corpus.spans(0..10)).unwrap().accepted;
     assert!(accepted > 0);
+}
+
+/// A flush writes the tier's payload pack beside its parts; a part is
+/// committed only once the pack is durable. With the pack failing, no part
+/// may appear (it would refer to payloads a crash could lose): the spans
+/// stay in the hot tier, and the next flush writes both.
+#[test]
+fn no_part_is_committed_before_its_payload_pack() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = Corpus::with_shape(40, 5, 3, 5, END_NS);
+    let mut o = EngineOptions::new(dir.path());
+    o.background = false;
+    let e = Engine::open(o).unwrap();
+    let prompt = |i: usize| {
+        format!(
+            "You are a careful agent. Request {i}: {}",
+            "summarise the ticket ".repeat(40)
+        )
+    };
+    let spans: Vec<_> = corpus
+        .spans(0..10)
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut s)| {
+            s.attributes
+                .push(skein_model::KeyValue::new("gen_ai.input.messages", prompt(i)));
+            s
+        })
+        .collect();
+    e.ingest_spans(spans).unwrap();
+    let span_parts = || {
+        std::fs::read_dir(dir.path().join("parts").join("spans"))
+            .unwrap()
+            .filter(|f| f.as_ref().unwrap().file_name().to_string_lossy().ends_with(".parquet"))
+            .count()
+    };
+
+    let broken = BrokenDir::new(dir.path(), "payloads");
+    let err = e.flush().unwrap_err();
+    assert_eq!(kinds(&e), [FaultKind::Flush], "{err}");
+    assert!(err.to_string().contains("payloads"), "the error names the place: {err}");
+    drop(broken);
+    assert_eq!(span_parts(), 0, "a part was committed without its payloads' pack");
+    let all = SpanQuery {
+        limit: 10_000,
+        ..Default::default()
+    };
+    assert_eq!(e.search_spans(&all).unwrap().records.len(), 50);
+
+    e.flush().unwrap();
+    assert!(e.faults().is_empty(), "{:?}", e.faults());
+    assert_eq!(span_parts(), 1);
+    assert_eq!(e.stats().payloads.payloads, 50);
+    for i in 0..50 {
+        let id = skein_engine::PayloadRef::of(prompt(i).as_bytes());
+        assert_eq!(e.payload(&id).unwrap(), Some(prompt(i).into_bytes()));
+    }
+    assert_eq!(e.search_spans(&all).unwrap().records.len(), 50);
 }

@@ -358,7 +358,14 @@ impl<R: Columnar> PartWriter<R> {
     /// part. The sidecars are committed first: a part is visible once its
     /// Parquet file is, and by then its sidecars exist (the index is rebuilt
     /// on open when missing; a part without a text index is scanned).
-    pub fn finish(mut self) -> Result<Part> {
+    pub fn finish(self) -> Result<Part> {
+        self.finish_after(|| Ok(()))
+    }
+
+    /// [`finish`](Self::finish), committing the Parquet file (which makes
+    /// the part visible) only once `ready` succeeds: a flush's part waits
+    /// for the pack holding the payloads it refers to.
+    pub fn finish_after(mut self, ready: impl FnOnce() -> Result<()>) -> Result<Part> {
         self.flush_chunk()?;
         while self.converter.in_flight > 0 {
             self.write_converted()?;
@@ -413,6 +420,7 @@ impl<R: Columnar> PartWriter<R> {
             samples.finish()?;
         }
         let sink = self.writer.into_inner()?;
+        ready()?;
         sink.0.commit()?;
         Part::open_with_index::<R>(self.store, self.meta, index)
     }
