@@ -217,10 +217,10 @@ fn pack_bytes(dir: &Path) -> Vec<u8> {
     all
 }
 
-/// A pack's zstd dictionary is trained on its payloads, so it holds their
-/// most repeated text in the clear. Rewriting the pack without the erased
-/// payloads trains it anew from those kept: no byte of the erased text is
-/// left on disk. (Carrying the old dictionary over fails this.)
+/// A pack's zstd dictionary is made of its payloads, so it holds their
+/// text in the clear. Rewriting the pack without the erased payloads makes
+/// it anew from those kept: no byte of the erased text is left on disk.
+/// (Carrying the old dictionary over fails this.)
 #[test]
 fn erased_text_leaves_no_trace_in_a_pack_dictionary() {
     let dir = tempfile::tempdir().unwrap();
@@ -238,7 +238,9 @@ fn erased_text_leaves_no_trace_in_a_pack_dictionary() {
     let prompts = |trace: u128, user: &str, extra: &str| -> Vec<Span> {
         let mut s = spans(trace, user, 120);
         for (i, span) in s.iter_mut().enumerate() {
-            span.attributes[1].value = AnyValue::Str(format!("{system}{}turn {i} of {user}", extra.repeat(8)));
+            // The secret leads, so the pack's dictionary samples a
+            // payload of each user (their first bytes differ).
+            span.attributes[1].value = AnyValue::Str(format!("{}{system}turn {i} of {user}", extra.repeat(8)));
         }
         s
     };

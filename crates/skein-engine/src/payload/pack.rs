@@ -18,13 +18,21 @@
 //! Why a dictionary: agent payloads share most of their bytes with each
 //! other (a handful of system prompts and tool schemas, conversations that
 //! repeat their earlier turns), yet each is compressed alone so it can be
-//! read alone. A zstd dictionary trained on a sample of the pack's own
-//! payloads carries what they share, and each payload is compressed
-//! against it: about a third of the bytes of compressing them one by one
-//! (`tests::a_dictionary_shrinks_payloads_that_share_text`). It is trained
-//! from the pack's payloads only, so a pack rewritten without some
-//! payloads (garbage collection, an erasure) trains a new one from those
-//! it keeps, and no byte of a dropped payload stays behind in it.
+//! read alone. A zstd dictionary holding what they share lets each be
+//! compressed against it: about a third of the bytes of compressing them
+//! one by one (`tests::a_dictionary_shrinks_payloads_that_share_text`).
+//!
+//! The dictionary is *raw content*: whole payloads of the pack, chosen
+//! evenly over it and unlike each other in their first bytes
+//! ([`sample_dictionary`]). zstd trains dictionaries too, but training was
+//! half the cost of writing a pack (a tenth of a second per pack), and on
+//! agent payloads the raw sample compresses as well (system prompts come
+//! whole, not as the fragments training keeps). zstd tells the two kinds
+//! apart by the magic number a trained one starts with, so packs with
+//! trained dictionaries still read. The dictionary comes from the pack's
+//! payloads only, so a pack rewritten without some (garbage collection, an
+//! erasure) samples a new one from those it keeps, and no byte of a
+//! dropped payload stays behind in it.
 
 use serde::{Deserialize, Serialize};
 
@@ -62,11 +70,14 @@ pub struct PackIndex {
 }
 
 /// Most bytes a pack's dictionary holds.
-const DICTIONARY_BYTES: usize = 64 << 10;
-/// Most payload bytes a dictionary is trained on (a sample spread over the
-/// pack): enough to find what its payloads share, at a tenth of a second.
-/// (On the agent corpus, 1 MiB trained no dictionary for some packs.)
-const SAMPLE_BYTES: u64 = 2 << 20;
+const DICTIONARY_BYTES: usize = 128 << 10;
+/// Payloads considered for a dictionary, spread evenly over the pack.
+const DICTIONARY_CANDIDATES: usize = 64;
+/// Most bytes of one payload in a dictionary.
+const DICTIONARY_PAYLOAD_BYTES: usize = 32 << 10;
+/// A candidate whose first this-many bytes equal those of one taken
+/// already is left out: most likely it begins with the same system prompt.
+const DICTIONARY_HEAD_BYTES: usize = 256;
 /// A pack gets a dictionary only with at least this many payloads of at
 /// least this many bytes in all: below, it could not pay for itself.
 const DICTIONARY_MIN_PAYLOADS: usize = 32;
@@ -103,38 +114,66 @@ impl<'a> From<&'a Blob> for PackInput<'a> {
 }
 
 /// The bytes of a pack holding `inputs`, and its index. `raw(i)` is the
-/// bytes of `inputs[i]`, asked for at most twice each (a sample to train
-/// on, then each to compress), so a pack never holds its payloads
+/// bytes of `inputs[i]`, asked for at most twice each (a sample for the
+/// dictionary, then each to compress), so a pack never holds its payloads
 /// uncompressed all at once. The pack gets a dictionary when it is big
 /// enough to pay for one and the dictionary saves bytes.
 pub fn encode(inputs: &[PackInput], raw: &dyn Fn(usize) -> Result<Vec<u8>>) -> Result<(Vec<u8>, PackIndex)> {
     let total: u64 = inputs.iter().map(|i| i.raw_len).sum();
     if inputs.len() >= DICTIONARY_MIN_PAYLOADS
         && total >= DICTIONARY_MIN_BYTES
-        && let Some(dictionary) = train(inputs, total, raw)?
+        && let Some(dictionary) = sample_dictionary(inputs, raw)?
     {
         let with = encode_with(inputs, raw, Some(&dictionary))?;
         // Compressing alone costs nothing to find out when every payload's
-        // bytes alone are at hand; otherwise the dictionary is kept (it was
-        // trained on these very payloads).
+        // bytes alone are at hand; otherwise the dictionary is kept (it
+        // holds these very payloads).
+        // A raw dictionary compresses the payloads it holds to almost
+        // nothing, which pays for its own bytes: only a real saving counts.
         let alone: Option<u64> = inputs.iter().map(|i| i.alone.map(|a| a.len() as u64)).sum();
-        if alone.is_none_or(|alone| (with.0.len() as u64) < alone + 64 * inputs.len() as u64) {
+        if alone.is_none_or(|alone| (with.0.len() as u64) < alone - alone / 32) {
             return Ok(with);
         }
     }
     encode_with(inputs, raw, None)
 }
 
-/// A dictionary trained on a sample spread evenly over `inputs`, or
-/// `None` when zstd finds none to train (too little, or too alike).
-fn train(inputs: &[PackInput], total: u64, raw: &dyn Fn(usize) -> Result<Vec<u8>>) -> Result<Option<Vec<u8>>> {
-    let every = total.div_ceil(SAMPLE_BYTES).max(1) as usize;
-    let mut samples = Vec::new();
+/// A raw-content dictionary: candidates spread evenly over `inputs`, each
+/// up to [`DICTIONARY_PAYLOAD_BYTES`], skipping one that begins like a
+/// candidate taken already, until [`DICTIONARY_BYTES`]. `None` when that
+/// holds too little to be a dictionary.
+fn sample_dictionary(inputs: &[PackInput], raw: &dyn Fn(usize) -> Result<Vec<u8>>) -> Result<Option<Vec<u8>>> {
+    let every = inputs.len().div_ceil(DICTIONARY_CANDIDATES).max(1);
+    let mut dictionary = Vec::with_capacity(DICTIONARY_BYTES);
+    let mut heads: Vec<Vec<u8>> = Vec::new();
     for i in (0..inputs.len()).step_by(every) {
-        samples.push(raw(i)?);
+        let bytes = raw(i)?;
+        let head = &bytes[..bytes.len().min(DICTIONARY_HEAD_BYTES)];
+        if heads.iter().any(|h| h == head) {
+            continue;
+        }
+        heads.push(head.to_vec());
+        let take = bytes
+            .len()
+            .min(DICTIONARY_PAYLOAD_BYTES)
+            .min(DICTIONARY_BYTES - dictionary.len());
+        dictionary.extend_from_slice(&bytes[..take]);
+        if dictionary.len() == DICTIONARY_BYTES {
+            break;
+        }
     }
-    Ok(zstd::dict::from_samples(&samples, DICTIONARY_BYTES).ok())
+    // zstd reads bytes that begin with its dictionary magic number as a
+    // trained dictionary, and raw content must not.
+    while dictionary.starts_with(&TRAINED_DICTIONARY_MAGIC) {
+        dictionary.remove(0);
+    }
+    Ok((dictionary.len() >= MIN_DICTIONARY_BYTES).then_some(dictionary))
 }
+
+/// How a trained zstd dictionary begins (`ZSTD_MAGIC_DICTIONARY`, little-endian).
+const TRAINED_DICTIONARY_MAGIC: [u8; 4] = 0xEC30_A437u32.to_le_bytes();
+/// Below this, a dictionary is not worth a pass over the pack.
+const MIN_DICTIONARY_BYTES: usize = 1 << 10;
 
 fn encode_with(
     inputs: &[PackInput],
@@ -376,6 +415,23 @@ mod tests {
             .filter(|e| read_payload(&*src, e, Some(&d), "pack 4").is_err())
             .count();
         assert!(failed > 0, "a damaged dictionary went unnoticed");
+    }
+
+    /// Raw content that begins like a trained dictionary would be read as
+    /// one (and refused, or worse): the sample never begins that way.
+    #[test]
+    fn payloads_that_begin_like_a_trained_dictionary_still_round_trip() {
+        let texts: Vec<Vec<u8>> = prompts(300)
+            .into_iter()
+            .map(|t| [&TRAINED_DICTIONARY_MAGIC[..], &TRAINED_DICTIONARY_MAGIC[..], &t].concat())
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path(), &["payloads"]).unwrap();
+        let (bytes, index) = round_trip(&store, 1, &texts, true);
+        let (offset, len) = index.dictionary.expect("a dictionary");
+        let dictionary = &bytes[offset as usize..][..len as usize];
+        assert!(!dictionary.starts_with(&TRAINED_DICTIONARY_MAGIC));
+        assert!(len as usize > texts[0].len(), "it samples several payloads");
     }
 
     #[test]

@@ -246,8 +246,8 @@ impl PayloadStore {
         let what = self.store.describe(&name);
         let mut written = 0;
         if !live.is_empty() {
-            // The new pack trains its own dictionary from the payloads it
-            // keeps: nothing of a dropped payload stays in it.
+            // The new pack samples its own dictionary from the payloads
+            // it keeps: nothing of a dropped payload stays in it.
             let dictionary = match dictionary {
                 Some(at) => Some(pack::read_dictionary(&*src, at, &what)?),
                 None => None,
