@@ -108,7 +108,26 @@ fn value() -> impl Strategy<Value = String> {
         6 => words(0..8),
         1 => words(20..80),
         1 => (words(0..4), words(0..4)).prop_map(|(a, b)| format!("{a} {} {b}", SHARED_PROSE.repeat(8))),
+        // A system prompt around a user turn, as in one request after
+        // another: indexes remember its pieces and do not cut them again.
+        2 => (words(0..4), words(0..4)).prop_map(|(a, b)| format!("{a} {} {b}", system_prompt())),
     ]
+}
+
+/// Rules, each naming different words, long enough to be cut into several
+/// pieces that recur whole from one text to the next.
+fn system_prompt() -> String {
+    (0..16)
+        .map(|i| {
+            let w = |k: usize| VOCAB[(i * 3 + k) % VOCAB.len()];
+            format!(
+                "Rule {i}: keep every answer brief and polite, then check {} {} {}. ",
+                w(0),
+                w(1),
+                w(2)
+            )
+        })
+        .collect()
 }
 
 /// Prose that, repeated, is long enough to be cut into several pieces.
@@ -158,8 +177,8 @@ proptest! {
 
     #[test]
     fn indexes_never_lose_a_hit_and_agree_with_a_scan(
-        docs in prop::collection::vec((doc(), prop::collection::vec(0usize..4, 0..3)), 1..12),
-        shared in prop::collection::vec((field(), value()), 4),
+        docs in prop::collection::vec((doc(), prop::collection::vec(0usize..6, 0..3)), 1..12),
+        shared in prop::collection::vec((field(), value()), 6),
         queries in prop::collection::vec(query(), 1..8),
         stride in 1u32..5,
         reversed in any::<bool>(),
