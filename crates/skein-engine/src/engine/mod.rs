@@ -1184,12 +1184,18 @@ impl Inner {
                     })
                     .map_err(|e| Error::io("start the payload pack writer", e))?;
                 let pack = PackWritten::new(pack);
-                let parts = [
-                    self.write_tier_part::<Span>(&frozen, &pack)?,
-                    self.write_tier_part::<LogRecord>(&frozen, &pack)?,
-                    self.write_tier_part::<MetricPoint>(&frozen, &pack)?,
-                ];
-                pack.wait()?;
+                let parts = (|| -> Result<_> {
+                    Ok([
+                        self.write_tier_part::<Span>(&frozen, &pack)?,
+                        self.write_tier_part::<LogRecord>(&frozen, &pack)?,
+                        self.write_tier_part::<MetricPoint>(&frozen, &pack)?,
+                    ])
+                })();
+                // Joined whatever the parts did: a scope whose thread
+                // panicked unjoined would panic this one too.
+                let packed = pack.wait();
+                let parts = parts?;
+                packed?;
                 Ok(parts)
             })?;
             {
