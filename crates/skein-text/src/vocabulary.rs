@@ -1,7 +1,7 @@
 //! Term ids and the memo that keeps text from being tokenized twice, shared
 //! by the part index builder and the hot index.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use rustc_hash::FxBuildHasher;
 
@@ -17,9 +17,9 @@ use crate::tokenize::tokenize;
 /// what keeps an index from costing as much as the Parquet file beside it.
 ///
 /// Long text (prompts, stack traces) is first cut into *pieces* at
-/// content-defined points ([`crate::pieces`]), and a piece seen lately is
-/// not even split into chunks again: a system prompt inside ten thousand
-/// requests' messages costs a few lookups each, not one per word.
+/// content-defined points ([`crate::pieces`]), and a piece seen twice
+/// lately is not even split into chunks again: a system prompt inside ten
+/// thousand requests' messages costs a few lookups each, not one per word.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Vocabulary {
     ids: HashMap<Box<str>, u32, FxBuildHasher>,
@@ -27,6 +27,9 @@ pub(crate) struct Vocabulary {
     chunks: Memo,
     pieces: Memo,
     piece_bytes: usize,
+    /// Hashes of pieces seen once: a piece is remembered from its second
+    /// sighting (see [`text`](Self::text)).
+    pieces_seen: HashSet<u64, FxBuildHasher>,
     /// Per term id, the last [`dedup`](Self::dedup) that saw it: dedup
     /// without sorting (sorting the ids of every block and piece was a
     /// tenth of a flush).
@@ -74,6 +77,8 @@ impl Memo {
 
 /// Bytes of pieces remembered before that memo starts over.
 const PIECE_BYTES: usize = 8 << 20;
+/// Pieces seen once whose hashes are kept before that set starts over.
+const PIECES_SEEN: usize = 1 << 18;
 
 /// Distinct terms a vocabulary holds before it starts over (between
 /// documents): ids and numbers make terms unique, and the vocabulary must
@@ -130,6 +135,15 @@ impl Vocabulary {
                 self.chunk(chunk, out);
             }
             self.dedup_from(out, start);
+            // Remembered from its second sighting: most pieces of log
+            // lines never come again, and copying each into the memo was a
+            // tenth of indexing them.
+            if self.pieces_seen.len() >= PIECES_SEEN {
+                self.pieces_seen.clear();
+            }
+            if self.pieces_seen.insert(hash) {
+                continue;
+            }
             let ids: Box<[u32]> = out[start..].into();
             if self.piece_bytes + piece.len() > PIECE_BYTES {
                 self.pieces.clear();
@@ -226,5 +240,24 @@ mod tests {
             v.dedup(&mut ids);
             assert_eq!(ids.len(), sorted.len());
         }
+    }
+
+    /// A piece is remembered from its second sighting, and from its third
+    /// on it comes from the memo with the same terms.
+    #[test]
+    fn a_piece_is_remembered_once_seen_twice() {
+        let mut v = Vocabulary::default();
+        let text = (0..40).map(|i| format!("rule{i} applies here ")).collect::<String>();
+        let mut sightings = Vec::new();
+        for _ in 0..3 {
+            let mut ids = Vec::new();
+            v.text(&text, &mut ids);
+            sightings.push((v.pieces.len(), ids));
+        }
+        assert_eq!(sightings[0].0, 0, "nothing remembered after one sighting");
+        assert!(sightings[1].0 > 0, "remembered after two");
+        assert_eq!(sightings[2].0, sightings[1].0);
+        let distinct = |ids: &[u32]| ids.iter().copied().collect::<std::collections::BTreeSet<_>>();
+        assert_eq!(distinct(&sightings[0].1), distinct(&sightings[2].1));
     }
 }
