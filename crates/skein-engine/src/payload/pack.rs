@@ -127,9 +127,9 @@ pub fn encode(inputs: &[PackInput], raw: &dyn Fn(usize) -> Result<Vec<u8>>) -> R
         let with = encode_with(inputs, raw, Some(&dictionary))?;
         // Compressing alone costs nothing to find out when every payload's
         // bytes alone are at hand; otherwise the dictionary is kept (it
-        // holds these very payloads).
-        // A raw dictionary compresses the payloads it holds to almost
-        // nothing, which pays for its own bytes: only a real saving counts.
+        // holds these very payloads). It must save a real share: a raw
+        // dictionary compresses the payloads it holds to almost nothing,
+        // which pays for its own bytes whether or not it helps the rest.
         let alone: Option<u64> = inputs.iter().map(|i| i.alone.map(|a| a.len() as u64)).sum();
         if alone.is_none_or(|alone| (with.0.len() as u64) < alone - alone / 32) {
             return Ok(with);
@@ -170,8 +170,8 @@ fn sample_dictionary(inputs: &[PackInput], raw: &dyn Fn(usize) -> Result<Vec<u8>
     Ok((dictionary.len() >= MIN_DICTIONARY_BYTES).then_some(dictionary))
 }
 
-/// How a trained zstd dictionary begins (`ZSTD_MAGIC_DICTIONARY`, little-endian).
-const TRAINED_DICTIONARY_MAGIC: [u8; 4] = 0xEC30_A437u32.to_le_bytes();
+/// How a trained zstd dictionary begins.
+const TRAINED_DICTIONARY_MAGIC: [u8; 4] = zstd::zstd_safe::zstd_sys::ZSTD_MAGIC_DICTIONARY.to_le_bytes();
 /// Below this, a dictionary is not worth a pass over the pack.
 const MIN_DICTIONARY_BYTES: usize = 1 << 10;
 
