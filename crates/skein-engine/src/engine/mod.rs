@@ -77,7 +77,7 @@ use crate::error::{Error, Result};
 use crate::fsutil::DirLock;
 use crate::health::{Fault, FaultKind, Faults};
 use crate::part::{PageCache, PageCacheStats, PartMeta, PartWriter, WriterOptions};
-use crate::payload::{self, PayloadPolicy, PayloadRef, PayloadStats, PayloadStore};
+use crate::payload::{self, Blob, PayloadPolicy, PayloadRef, PayloadStats, PayloadStore};
 use crate::query::Window;
 use crate::query::aggregate::{self, OperationSummary, ServiceSummary, Summary};
 use crate::query::diagnose::{self, DiagnoseRequest, Diagnosis};
@@ -1051,15 +1051,20 @@ impl Inner {
 
     fn payload(&self, id: &PayloadRef) -> Result<Option<Vec<u8>>> {
         let tiers: Vec<Arc<Tier>> = self.state.read().tiers().cloned().collect();
-        self.payload_in(&tiers, id)
+        self.payload_in(&tiers, id, Blob::decompress)
     }
 
-    /// A payload from `tiers` (a snapshot's hot tiers) or the packs,
-    /// checked against its reference. Takes only leaf locks (a tier's
-    /// payload map, the pack index), never `state`.
-    fn payload_in(&self, tiers: &[Arc<Tier>], id: &PayloadRef) -> Result<Option<Vec<u8>>> {
+    /// A payload from `tiers` (a snapshot's hot tiers), read with `hot`,
+    /// or from the packs, checked against its reference. Takes only leaf
+    /// locks (a tier's payload map, the pack index), never `state`.
+    fn payload_in(
+        &self,
+        tiers: &[Arc<Tier>],
+        id: &PayloadRef,
+        hot: fn(&Blob, &str) -> Result<Vec<u8>>,
+    ) -> Result<Option<Vec<u8>>> {
         let read = match tiers.iter().find_map(|t| t.payloads.read().blobs.get(id).cloned()) {
-            Some(blob) => blob.decompress("the hot tier").map(Some),
+            Some(blob) => hot(&blob, "the hot tier").map(Some),
             None => self.payloads.read(id),
         };
         self.note_payload_damage(read)
@@ -1070,7 +1075,9 @@ impl Inner {
     fn payload_text(&self, tiers: Vec<Arc<Tier>>) -> PayloadText {
         let me = self.me.clone();
         PayloadText(Arc::new(move |id| {
-            let bytes = me.upgrade()?.payload_in(&tiers, id).ok()??;
+            // Indexing reads every payload of a flushed tier: those still
+            // in it are trusted, as its pack writer trusts them.
+            let bytes = me.upgrade()?.payload_in(&tiers, id, Blob::decompress_trusted).ok()??;
             // Payloads are nearly always valid UTF-8: taking the buffer as
             // it is costs one validation pass (the lossy conversion walks
             // it character by character, and copies it).

@@ -173,7 +173,8 @@ impl PayloadStore {
     }
 
     /// Writes the blobs not stored yet as one pack, durably, then makes
-    /// them visible. Returns how many were new.
+    /// them visible. Returns how many were new. The blobs are a hot
+    /// tier's, so their bytes are trusted ([`Blob::decompress_trusted`]).
     pub fn write_pack<'a>(&self, blobs: impl IntoIterator<Item = &'a Blob>) -> Result<usize> {
         let mut new: Vec<&Blob> = Vec::new();
         {
@@ -189,7 +190,7 @@ impl PayloadStore {
             return Ok(0);
         }
         let inputs: Vec<PackInput> = new.iter().map(|b| PackInput::from(*b)).collect();
-        let (bytes, index) = pack::encode(&inputs, &|i| new[i].decompress("the hot tier"))?;
+        let (bytes, index) = pack::encode(&inputs, &|i| new[i].decompress_trusted("the hot tier"))?;
         let id = self.next_pack.fetch_add(1, Ordering::SeqCst);
         let name = pack::pack_name(id);
         // Committed (fsynced and renamed into place) before anything that
