@@ -99,9 +99,19 @@ pub fn binary_ref_value(id: PayloadRef, bytes: &[u8]) -> AnyValue {
 /// The reference and size held by `v`, if it is a reference map (exactly
 /// the three keys, in order, with a well-formed reference; a binary
 /// value's has the fourth, `"type": "bytes"`).
+///
+/// Inlined: a flush asks this of every attribute value of every row, and
+/// nearly none is a map.
+#[inline]
 pub fn as_ref_value(v: &AnyValue) -> Option<(PayloadRef, u64)> {
-    let AnyValue::Map(m) = v else { return None };
-    let (r, b, p) = match m.as_slice() {
+    match v {
+        AnyValue::Map(m) => map_as_ref(m),
+        _ => None,
+    }
+}
+
+fn map_as_ref(m: &[KeyValue]) -> Option<(PayloadRef, u64)> {
+    let (r, b, p) = match m {
         [r, b, p] => (r, b, p),
         [r, b, p, t] if t.key == TYPE_KEY && t.value.as_str() == Some(BINARY_TYPE) => (r, b, p),
         _ => return None,
