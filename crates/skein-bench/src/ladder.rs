@@ -302,6 +302,14 @@ pub fn run(args: &LadderArgs) -> Result<(), String> {
         },
         (None, None) => unreachable!(),
     };
+    // A query that does not answer in ten budgets has failed its level:
+    // it is recorded as such (the cliff is what the ladder looks for),
+    // not left to abort the run on the HTTP client's own timeout.
+    let patience = Duration::from_secs_f64((args.budget_seconds * QUERY_PATIENCE).max(1.0));
+    let client = reqwest::blocking::Client::builder()
+        .timeout(patience)
+        .build()
+        .map_err(|e| format!("HTTP client: {e}"))?;
     let mut filled = 0u64;
     let mut results: Vec<Value> = Vec::new();
     let mut cliff = Value::from(format!("none up to {} rows per signal", args.max_level));
@@ -402,12 +410,28 @@ pub fn run(args: &LadderArgs) -> Result<(), String> {
         let mut level_pass = true;
         for (name, path, check) in &queries {
             let mut times = Vec::new();
+            let mut answered = true;
             for _ in 0..3 {
                 let t = Instant::now();
-                let v = get_json(&format!("{}{path}", target.api))?;
+                let Some(v) = get_json_within(&client, &format!("{}{path}", target.api))? else {
+                    answered = false;
+                    break;
+                };
                 times.push(t.elapsed().as_secs_f64() * 1000.0);
                 exp.check(check, &v, &corpus)
                     .map_err(|e| format!("level {level}, {name}: wrong answer: {e}"))?;
+            }
+            if !answered {
+                eprintln!("level {level}, {name}: no answer within {patience:?}");
+                level_pass = false;
+                qs.push(json!({
+                    "name": name,
+                    "median_ms": format!("no answer in {} s", patience.as_secs()),
+                    "runs_ms": times,
+                    "pass": false,
+                    "verified": false,
+                }));
+                continue;
             }
             let m = median(times.clone());
             let pass = m <= args.budget_seconds * 1000.0;
@@ -433,6 +457,29 @@ pub fn run(args: &LadderArgs) -> Result<(), String> {
     crate::report::write(&args.out, "ladder", result)
 }
 
+/// Budgets a dashboard query may take before it counts as no answer.
+const QUERY_PATIENCE: f64 = 10.0;
+
+/// The JSON of a successful GET of `url`, or `None` when it does not answer
+/// within the client's timeout.
+fn get_json_within(client: &reqwest::blocking::Client, url: &str) -> Result<Option<Value>, String> {
+    let r = match client.get(url).send() {
+        Ok(r) => r,
+        Err(e) if e.is_timeout() => return Ok(None),
+        Err(e) => return Err(format!("GET {url}: {e}")),
+    };
+    let status = r.status();
+    let v: Value = match r.json() {
+        Ok(v) => v,
+        Err(e) if e.is_timeout() => return Ok(None),
+        Err(e) => return Err(format!("GET {url}: {e}")),
+    };
+    if !status.is_success() {
+        return Err(format!("GET {url}: {status} {v}"));
+    }
+    Ok(Some(v))
+}
+
 fn wait_count(api: &str, level: u64) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
@@ -447,5 +494,35 @@ fn wait_count(api: &str, level: u64) -> Result<(), String> {
             return Err(format!("server did not reach {level} rows: {s}"));
         }
         std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server that takes the request and never answers is no answer,
+    /// not an error: the ladder records the query as failing its level.
+    #[test]
+    fn a_query_that_does_not_answer_in_time_is_no_answer() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let held = std::thread::spawn(move || {
+            let (conn, _) = listener.accept().unwrap();
+            std::thread::sleep(Duration::from_secs(2));
+            drop(conn);
+        });
+        let client = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_millis(200))
+            .build()
+            .unwrap();
+        assert_eq!(get_json_within(&client, &format!("http://{addr}/slow")).unwrap(), None);
+        held.join().unwrap();
+        // Nothing listening is an error, not a slow answer.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        assert!(get_json_within(&client, &format!("http://{closed}/gone")).is_err());
     }
 }
