@@ -16,7 +16,7 @@ use crate::e2e::bar;
 use crate::expected::{self, TopN};
 use crate::load::{self, Payload, Protocol, Target};
 use crate::machine::Machine;
-use crate::server::{SkeinProcess, get_json};
+use crate::server::{SkeinProcess, get_json, get_json_within};
 use crate::stats::median;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -459,26 +459,6 @@ pub fn run(args: &LadderArgs) -> Result<(), String> {
 
 /// Budgets a dashboard query may take before it counts as no answer.
 const QUERY_PATIENCE: f64 = 10.0;
-
-/// The JSON of a successful GET of `url`, or `None` when it does not answer
-/// within the client's timeout.
-fn get_json_within(client: &reqwest::blocking::Client, url: &str) -> Result<Option<Value>, String> {
-    let r = match client.get(url).send() {
-        Ok(r) => r,
-        Err(e) if e.is_timeout() => return Ok(None),
-        Err(e) => return Err(format!("GET {url}: {e}")),
-    };
-    let status = r.status();
-    let v: Value = match r.json() {
-        Ok(v) => v,
-        Err(e) if e.is_timeout() => return Ok(None),
-        Err(e) => return Err(format!("GET {url}: {e}")),
-    };
-    if !status.is_success() {
-        return Err(format!("GET {url}: {status} {v}"));
-    }
-    Ok(Some(v))
-}
 
 fn wait_count(api: &str, level: u64) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(600);

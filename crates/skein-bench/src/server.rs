@@ -190,14 +190,32 @@ pub fn minor_faults() -> i64 {
     rusage().map_or(0, |u| u.ru_minflt)
 }
 
+/// The JSON of a successful GET of `url`, within reqwest's default timeout.
 pub fn get_json(url: &str) -> Result<Value, String> {
-    let r = reqwest::blocking::get(url).map_err(|e| format!("GET {url}: {e}"))?;
+    let client = reqwest::blocking::Client::builder()
+        .build()
+        .map_err(|e| format!("HTTP client: {e}"))?;
+    get_json_within(&client, url)?.ok_or_else(|| format!("GET {url}: no answer within the client's timeout"))
+}
+
+/// The JSON of a successful GET of `url`, or `None` when it does not answer
+/// within `client`'s timeout.
+pub fn get_json_within(client: &reqwest::blocking::Client, url: &str) -> Result<Option<Value>, String> {
+    let r = match client.get(url).send() {
+        Ok(r) => r,
+        Err(e) if e.is_timeout() => return Ok(None),
+        Err(e) => return Err(format!("GET {url}: {e}")),
+    };
     let status = r.status();
-    let v: Value = r.json().map_err(|e| format!("GET {url}: {e}"))?;
+    let v: Value = match r.json() {
+        Ok(v) => v,
+        Err(e) if e.is_timeout() => return Ok(None),
+        Err(e) => return Err(format!("GET {url}: {e}")),
+    };
     if !status.is_success() {
         return Err(format!("GET {url}: {status} {v}"));
     }
-    Ok(v)
+    Ok(Some(v))
 }
 
 /// Bytes under a directory.

@@ -188,8 +188,7 @@ impl Blob {
     /// bytes do not hash to it is an error naming it and `place`, never
     /// returned as valid.
     pub fn decompress(&self, place: &str) -> Result<Vec<u8>> {
-        let raw = checked_len(self.raw_len).and_then(|len| decompress_exact(&self.zstd, len));
-        self.check(raw, place)
+        self.check(self.raw(), place)
     }
 
     /// The payload's bytes, trusted to be those its name is the hash of:
@@ -199,28 +198,31 @@ impl Blob {
     /// index), and hashing both was 2% of agent ingest. Payloads read from
     /// packs, and those a client asks for, are always checked.
     pub fn decompress_trusted(&self, place: &str) -> Result<Vec<u8>> {
-        let raw = checked_len(self.raw_len).and_then(|len| decompress_exact(&self.zstd, len));
-        match raw {
-            Ok(raw) if raw.len() as u64 == self.raw_len => Ok(raw),
-            Ok(raw) => Err(Error::corrupt(
-                format!("payload {} in {place}", self.id),
-                format!("it holds {} bytes, not {}", raw.len(), self.raw_len),
-            )),
-            Err(e) => Err(Error::corrupt(format!("payload {} in {place}", self.id), e.to_string())),
+        let raw = self.raw().map_err(|e| self.damaged(place, e.to_string()))?;
+        if raw.len() as u64 != self.raw_len {
+            return Err(self.damaged(place, format!("it holds {} bytes, not {}", raw.len(), self.raw_len)));
         }
+        Ok(raw)
+    }
+
+    /// Decompresses the blob alone, into at most its declared length.
+    fn raw(&self) -> std::io::Result<Vec<u8>> {
+        checked_len(self.raw_len).and_then(|len| decompress_exact(&self.zstd, len))
     }
 
     /// `raw`, the outcome of decompressing this blob, if it is the
     /// payload's bytes; otherwise an error naming the payload and `place`.
     fn check(&self, raw: std::io::Result<Vec<u8>>, place: &str) -> Result<Vec<u8>> {
-        let raw = raw.map_err(|e| Error::corrupt(format!("payload {} in {place}", self.id), e.to_string()))?;
+        let raw = raw.map_err(|e| self.damaged(place, e.to_string()))?;
         if raw.len() as u64 != self.raw_len || PayloadRef::of(&raw) != self.id {
-            return Err(Error::corrupt(
-                format!("payload {} in {place}", self.id),
-                "its bytes do not hash to its name",
-            ));
+            return Err(self.damaged(place, "its bytes do not hash to its name".into()));
         }
         Ok(raw)
+    }
+
+    /// The error for this payload, found damaged in `place`.
+    fn damaged(&self, place: &str, detail: String) -> Error {
+        Error::corrupt(format!("payload {} in {place}", self.id), detail)
     }
 }
 
