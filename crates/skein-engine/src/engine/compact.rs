@@ -26,6 +26,7 @@ use skein_model::{LogRecord, MetricPoint, Span};
 use super::Inner;
 use super::tier::Stored;
 use crate::error::Result;
+use crate::part::shared_traces::shared_traces;
 use crate::part::{self, Part, PartMeta, PartWriter};
 use crate::record::{RecordKey, Signal};
 use skein_text::{PartTextIndex, RowMap};
@@ -359,28 +360,15 @@ fn merge_into<R: Stored>(
 
 /// Rows of older inputs whose span also exists in a newer input.
 fn shadowed_rows(inputs: &[Arc<Part>]) -> Result<HashSet<(usize, u32)>> {
-    // Traces present in more than one input, by a merge of sorted id lists.
-    let mut count: HashMap<u128, Vec<usize>> = HashMap::new();
     let lists: Vec<&[u128]> = inputs.iter().map(|p| p.index.traces.ids()).collect();
-    let mut pos = vec![0usize; lists.len()];
-    while let Some(min) = (0..lists.len()).filter_map(|i| lists[i].get(pos[i])).min().copied() {
-        let holders: Vec<usize> = (0..lists.len())
-            .filter(|&i| lists[i].get(pos[i]) == Some(&min))
-            .collect();
-        for &i in &holders {
-            pos[i] += 1;
-        }
-        if holders.len() > 1 {
-            count.insert(min, holders);
-        }
-    }
-    if count.is_empty() {
+    let shared = shared_traces(&lists);
+    if shared.is_empty() {
         return Ok(HashSet::new());
     }
     // For each input: the rows of shared traces and their span ids.
     let mut keys_by_input: Vec<HashMap<(u128, u64), u32>> = vec![HashMap::new(); inputs.len()];
     for (i, p) in inputs.iter().enumerate() {
-        let mut rows: Vec<(u32, u128)> = count
+        let mut rows: Vec<(u32, u128)> = shared
             .iter()
             .filter(|(_, holders)| holders.contains(&i))
             .flat_map(|(t, _)| p.index.traces.rows_of(*t).iter().map(move |r| (*r, *t)))

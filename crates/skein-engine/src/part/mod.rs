@@ -14,7 +14,9 @@ pub mod page_cache;
 mod reader;
 pub mod samples;
 pub mod series_memo;
+pub mod shared_traces;
 mod sink;
+pub mod trace_filter;
 mod writer;
 mod zstd_pages;
 

@@ -3,10 +3,14 @@
 //! by aggregations (search and trace lookup already return only it).
 //!
 //! Only traces present in both an older and a newer source can hold such
-//! copies. Between two parts — immutable — the answer is computed once by a
-//! merge of their sorted trace lists and cached by part ids. Against a hot
-//! tier, which changes, it is recomputed per query, probing only the hot
-//! tier's traces (bounded by its size) in the older source.
+//! copies. Between parts — immutable — the traces held by more than one are
+//! found by one pass over all their sorted trace lists
+//! ([`shared_traces_and_filter`]), cached for the set of parts, and each
+//! pair of parts sharing a trace is compared once, cached by part ids: never
+//! every pair of parts, which at two thousand parts is millions of pairs.
+//! Against a hot tier, which changes, it is recomputed per query: only the
+//! hot tier's traces that the filter of every part's traces lets through
+//! are looked for in the parts.
 
 use std::sync::Arc;
 
@@ -21,14 +25,50 @@ use crate::error::Result;
 use crate::hash::{FastMap, FastSet};
 use crate::hot::MemTable;
 use crate::part::Part;
+use crate::part::shared_traces::shared_traces_and_filter;
+use crate::part::trace_filter::TraceFilter;
 
 /// Rows of an older part superseded by a newer one.
 type PairRows = Arc<Vec<u32>>;
 
-/// Superseded rows of older parts, by (older part id, newer part id).
+/// What is known of span parts that share traces.
 #[derive(Default)]
 pub struct ShadowCache {
+    /// Superseded rows of older parts, by (older part id, newer part id).
     pairs: Mutex<FastMap<(u64, u64), PairRows>>,
+    /// Traces shared between parts, for the last set of parts asked about.
+    shared: Mutex<Option<Arc<SharedTraces>>>,
+}
+
+/// The pairs of parts of one set that hold a common trace.
+struct SharedTraces {
+    /// Ids of the set's parts, ascending.
+    parts: Vec<u64>,
+    /// The traces common to each pair (lower part id first).
+    pairs: FastMap<(u64, u64), Vec<u128>>,
+    /// Every trace of the set's parts.
+    filter: TraceFilter,
+}
+
+impl SharedTraces {
+    fn of(parts: &[&Arc<Part>], ids: Vec<u64>) -> SharedTraces {
+        let lists: Vec<&[u128]> = parts.iter().map(|p| p.index.traces.ids()).collect();
+        let mut pairs: FastMap<(u64, u64), Vec<u128>> = FastMap::default();
+        let (shared, filter) = shared_traces_and_filter(&lists);
+        for (trace, holders) in shared {
+            for (k, &a) in holders.iter().enumerate() {
+                for &b in &holders[k + 1..] {
+                    let (a, b) = (parts[a].meta.id, parts[b].meta.id);
+                    pairs.entry((a.min(b), a.max(b))).or_default().push(trace);
+                }
+            }
+        }
+        SharedTraces {
+            parts: ids,
+            pairs,
+            filter,
+        }
+    }
 }
 
 impl ShadowCache {
@@ -37,6 +77,30 @@ impl ShadowCache {
         self.pairs
             .lock()
             .retain(|(a, b), _| live.contains(a) && live.contains(b));
+        let mut shared = self.shared.lock();
+        if shared
+            .as_ref()
+            .is_some_and(|s| s.parts.iter().any(|id| !live.contains(id)))
+        {
+            *shared = None;
+        }
+    }
+
+    /// The traces shared between `parts`, merged anew only when the set of
+    /// parts changed. Held locked while merging so that concurrent queries
+    /// wait for one merge rather than each making its own.
+    fn shared(&self, parts: &[&Arc<Part>]) -> Arc<SharedTraces> {
+        let mut ids: Vec<u64> = parts.iter().map(|p| p.meta.id).collect();
+        ids.sort_unstable();
+        let mut cached = self.shared.lock();
+        match cached.as_ref() {
+            Some(s) if s.parts == ids => s.clone(),
+            _ => {
+                let s = Arc::new(SharedTraces::of(parts, ids));
+                *cached = Some(s.clone());
+                s
+            }
+        }
     }
 }
 
@@ -63,27 +127,11 @@ fn part_spans(p: &Part, traces: &[u128]) -> Result<FastMap<u128, Vec<(u64, u32)>
     Ok(out)
 }
 
-/// Rows of `older` whose span `newer` also holds.
-fn part_pair(older: &Part, newer: &Part) -> Result<Vec<u32>> {
-    let (a, b) = (older.index.traces.ids(), newer.index.traces.ids());
-    let (mut i, mut j) = (0, 0);
-    let mut shared = Vec::new();
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                shared.push(a[i]);
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    if shared.is_empty() {
-        return Ok(Vec::new());
-    }
-    let old = part_spans(older, &shared)?;
-    let new = part_spans(newer, &shared)?;
+/// Rows of `older` whose span `newer` also holds, `shared` being the traces
+/// both hold.
+fn part_pair(older: &Part, newer: &Part, shared: &[u128]) -> Result<Vec<u32>> {
+    let old = part_spans(older, shared)?;
+    let new = part_spans(newer, shared)?;
     let mut rows = Vec::new();
     for (t, spans) in &old {
         let Some(newer_spans) = new.get(t) else { continue };
@@ -94,49 +142,40 @@ fn part_pair(older: &Part, newer: &Part) -> Result<Vec<u32>> {
     Ok(rows)
 }
 
-/// Rows of `older` holding a span of the hot tier `newer`.
-fn against_hot(older: &Source<Span>, newer: &MemTable<Span>) -> Result<Vec<u32>> {
-    let older_mem = match older {
-        Source::Mem(m) => Some(m.read()),
-        Source::Part(_) => None,
-    };
-    let in_older = |t: u128| match (&older_mem, older) {
-        (Some(m), _) => !m.trace_rows(t).is_empty(),
-        (None, Source::Part(p)) => p.index.traces.contains(t),
-        (None, Source::Mem(_)) => false,
-    };
-    // Usually none: a trace's spans mostly arrive together, in one tier.
-    let shared: Vec<u128> = newer.traces().map(|(t, _)| *t).filter(|t| in_older(*t)).collect();
-    if shared.is_empty() {
-        return Ok(Vec::new());
-    }
-    let hot_spans = |t: u128| -> FastSet<u64> {
-        newer
-            .trace_rows(t)
-            .iter()
-            .filter(|&&r| newer.is_live(r))
-            .map(|&r| newer.row(r).span_id.as_u64())
-            .collect()
-    };
+/// The live span ids of `trace` in the hot tier `hot`.
+fn hot_spans(hot: &MemTable<Span>, trace: u128) -> FastSet<u64> {
+    hot.trace_rows(trace)
+        .iter()
+        .filter(|&&r| hot.is_live(r))
+        .map(|&r| hot.row(r).span_id.as_u64())
+        .collect()
+}
+
+/// Rows of the older hot tier `older` holding a span of the hot tier `newer`.
+fn mem_against_hot(older: &MemTable<Span>, newer: &MemTable<Span>) -> Vec<u32> {
     let mut rows = Vec::new();
-    match (&older_mem, older) {
-        (Some(m), _) => {
-            for &t in &shared {
-                let spans = hot_spans(t);
-                for &r in m.trace_rows(t) {
-                    if m.is_live(r) && spans.contains(&m.row(r).span_id.as_u64()) {
-                        rows.push(r);
-                    }
-                }
-            }
+    for (&t, _) in newer.traces() {
+        let older_rows = older.trace_rows(t);
+        if older_rows.is_empty() {
+            continue;
         }
-        (None, Source::Part(p)) => {
-            for (t, spans) in part_spans(p, &shared)? {
-                let newer_spans = hot_spans(t);
-                rows.extend(spans.iter().filter(|(s, _)| newer_spans.contains(s)).map(|(_, r)| *r));
-            }
-        }
-        (None, Source::Mem(_)) => {}
+        let spans = hot_spans(newer, t);
+        rows.extend(
+            older_rows
+                .iter()
+                .filter(|&&r| older.is_live(r) && spans.contains(&older.row(r).span_id.as_u64())),
+        );
+    }
+    rows
+}
+
+/// Rows of `older` holding a span of the hot tier `newer`, `shared` being
+/// the traces both hold.
+fn part_against_hot(older: &Part, shared: &[u128], newer: &MemTable<Span>) -> Result<Vec<u32>> {
+    let mut rows = Vec::new();
+    for (t, spans) in part_spans(older, shared)? {
+        let newer_spans = hot_spans(newer, t);
+        rows.extend(spans.iter().filter(|(s, _)| newer_spans.contains(s)).map(|(_, r)| *r));
     }
     Ok(rows)
 }
@@ -144,31 +183,69 @@ fn against_hot(older: &Source<Span>, newer: &MemTable<Span>) -> Result<Vec<u32>>
 /// For each source (newest first), its rows superseded by a newer source.
 pub fn shadowed_span_rows(sources: &[Source<Span>], w: Window, cache: &ShadowCache) -> Result<Vec<FastSet<u32>>> {
     let mut shadowed = vec![FastSet::default(); sources.len()];
-    for i in 1..sources.len() {
-        if let Source::Part(p) = &sources[i]
-            && p.misses(w)
-        {
+    let in_window = |i: usize| match &sources[i] {
+        Source::Part(p) => !p.misses(w),
+        Source::Mem(_) => true,
+    };
+    // Part against part: only the pairs holding a common trace.
+    let (mut parts, mut position) = (Vec::new(), FastMap::default());
+    for (i, s) in sources.iter().enumerate() {
+        if let Source::Part(p) = s {
+            parts.push(p);
+            position.insert(p.meta.id, i);
+        }
+    }
+    let shared = cache.shared(&parts);
+    for (&(a, b), traces) in &shared.pairs {
+        let (Some(&i), Some(&j)) = (position.get(&a), position.get(&b)) else {
+            continue;
+        };
+        let (older, newer) = (i.max(j), i.min(j));
+        let (Source::Part(o), Source::Part(n)) = (&sources[older], &sources[newer]) else {
+            continue;
+        };
+        if !in_window(older) {
             continue;
         }
-        for j in 0..i {
-            let rows: Arc<Vec<u32>> = match (&sources[i], &sources[j]) {
-                (Source::Part(older), Source::Part(newer)) => {
-                    let key = (older.meta.id, newer.meta.id);
-                    let cached = cache.pairs.lock().get(&key).cloned();
-                    match cached {
-                        Some(r) => r,
-                        None => {
-                            let r = Arc::new(part_pair(older, newer)?);
-                            cache.pairs.lock().insert(key, r.clone());
-                            r
-                        }
+        let key = (o.meta.id, n.meta.id);
+        let cached = cache.pairs.lock().get(&key).cloned();
+        let rows = match cached {
+            Some(r) => r,
+            None => {
+                let r = Arc::new(part_pair(o, n, traces)?);
+                cache.pairs.lock().insert(key, r.clone());
+                r
+            }
+        };
+        shadowed[older].extend(rows.iter().copied());
+    }
+    // Anything against a hot tier, which is newer than every part: only
+    // its traces the filter of the parts' traces lets through are looked
+    // for in each part (usually none: a trace's spans mostly arrive
+    // together, in one tier).
+    for (j, newer) in sources.iter().enumerate() {
+        let Source::Mem(newer) = newer else { continue };
+        let newer = newer.read();
+        let in_parts: Vec<u128> = newer
+            .traces()
+            .map(|(t, _)| *t)
+            .filter(|t| shared.filter.may_contain(*t))
+            .collect();
+        for (i, older) in sources.iter().enumerate().skip(j + 1) {
+            match older {
+                Source::Mem(older) => shadowed[i].extend(mem_against_hot(&older.read(), &newer)),
+                Source::Part(p) if !in_parts.is_empty() && in_window(i) => {
+                    let held: Vec<u128> = in_parts
+                        .iter()
+                        .copied()
+                        .filter(|&t| p.index.traces.contains(t))
+                        .collect();
+                    if !held.is_empty() {
+                        shadowed[i].extend(part_against_hot(p, &held, &newer)?);
                     }
                 }
-                (older, Source::Mem(newer)) => Arc::new(against_hot(older, &newer.read())?),
-                // Sources are newest first and hot tiers are newer than parts.
-                (Source::Mem(_), Source::Part(_)) => continue,
-            };
-            shadowed[i].extend(rows.iter().copied());
+                Source::Part(_) => {}
+            }
         }
     }
     Ok(shadowed)
