@@ -28,7 +28,7 @@ use skein_model::{LogRecord, MetricPoint, Span, StatusCode};
 
 use super::explain::{Explain, SourceExplain};
 use super::search::Source;
-use super::sketch::Sketch;
+use super::sketch::{Sketch, SketchSum};
 use crate::error::Result;
 use crate::part::Part;
 use crate::part::columns::SPAN_SUMMARY_COLUMNS;
@@ -70,7 +70,7 @@ struct OpAcc {
     count: u64,
     errors: u64,
     roots: u64,
-    durations: Sketch,
+    durations: SketchSum,
 }
 
 impl OpAcc {
@@ -391,20 +391,21 @@ fn services_of(agg: &SpanAgg, w: Window) -> Vec<ServiceSummary> {
         e.count += acc.count;
         e.errors += acc.errors;
         e.roots += acc.roots;
-        e.durations.merge(&acc.durations);
+        e.durations.merge_sum(&acc.durations);
     }
     by_service
         .into_iter()
-        .map(|(svc, acc)| ServiceSummary {
+        .map(|(svc, acc)| (svc, acc.durations.sketch().into_owned(), acc))
+        .map(|(svc, durations, acc)| ServiceSummary {
             service: svc.to_string(),
             spans: acc.count,
             traces: agg.traces.get(svc).copied().unwrap_or(0),
             errors: acc.errors,
             error_rate: ratio(acc.errors, acc.count),
-            p50_ns: acc.durations.quantile(0.5),
-            p95_ns: acc.durations.quantile(0.95),
-            p99_ns: acc.durations.quantile(0.99),
-            max_ns: acc.durations.max(),
+            p50_ns: durations.quantile(0.5),
+            p95_ns: durations.quantile(0.95),
+            p99_ns: durations.quantile(0.99),
+            max_ns: durations.max(),
             rate_per_sec: rate(acc.count, w, agg.min_time, agg.max_time),
         })
         .collect()
@@ -413,15 +414,16 @@ fn services_of(agg: &SpanAgg, w: Window) -> Vec<ServiceSummary> {
 fn operations_of(agg: &SpanAgg, w: Window) -> Vec<OperationSummary> {
     let mut ops: Vec<OperationSummary> = agg
         .iter()
-        .map(|(svc, name, acc)| OperationSummary {
+        .map(|(svc, name, acc)| (svc, name, acc.durations.sketch(), acc))
+        .map(|(svc, name, durations, acc)| OperationSummary {
             service: svc.clone(),
             name: name.clone(),
             spans: acc.count,
             errors: acc.errors,
             error_rate: ratio(acc.errors, acc.count),
-            p50_ns: acc.durations.quantile(0.5),
-            p95_ns: acc.durations.quantile(0.95),
-            p99_ns: acc.durations.quantile(0.99),
+            p50_ns: durations.quantile(0.5),
+            p95_ns: durations.quantile(0.95),
+            p99_ns: durations.quantile(0.99),
             rate_per_sec: rate(acc.count, w, agg.min_time, agg.max_time),
         })
         .collect();
@@ -506,7 +508,7 @@ pub fn summary(
         all.count += acc.count;
         all.errors += acc.errors;
         all.roots += acc.roots;
-        all.durations.merge(&acc.durations);
+        all.durations.merge_sum(&acc.durations);
     }
     let mut top_services = services_of(&agg, sw);
     let service_count = top_services.len() as u64;
@@ -528,11 +530,14 @@ pub fn summary(
         traces: all.roots,
         error_spans: all.errors,
         error_rate: ratio(all.errors, all.count),
-        latency: Latency {
-            p50_ns: all.durations.quantile(0.5),
-            p95_ns: all.durations.quantile(0.95),
-            p99_ns: all.durations.quantile(0.99),
-            max_ns: all.durations.max(),
+        latency: {
+            let all = all.durations.sketch();
+            Latency {
+                p50_ns: all.quantile(0.5),
+                p95_ns: all.quantile(0.95),
+                p99_ns: all.quantile(0.99),
+                max_ns: all.max(),
+            }
         },
         services: service_count,
         top_services,

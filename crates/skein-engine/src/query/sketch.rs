@@ -277,7 +277,14 @@ impl SketchBuilder {
         let (Some(&min), Some(&max)) = (self.pending.iter().min(), self.pending.iter().max()) else {
             return;
         };
-        let (lo, hi) = (bucket_of(min), bucket_of(max));
+        self.cover(bucket_of(min), bucket_of(max));
+        for v in self.pending.drain(..) {
+            self.counts[(bucket_of(v) - self.first) as usize] += 1;
+        }
+    }
+
+    /// Grows the window to hold buckets `lo..=hi`.
+    fn cover(&mut self, lo: i32, hi: i32) {
         if self.counts.is_empty() {
             self.first = lo;
         } else if lo < self.first {
@@ -289,9 +296,24 @@ impl SketchBuilder {
         if len > self.counts.len() {
             self.counts.resize(len, 0);
         }
-        for v in self.pending.drain(..) {
-            self.counts[(bucket_of(v) - self.first) as usize] += 1;
+    }
+
+    /// Adds `other`'s values: an index per bucket of `other`, where merging
+    /// two sorted bucket lists walks (and copies) both.
+    pub fn merge(&mut self, other: &Sketch) {
+        let (Some(&(lo, _)), Some(&(hi, _))) = (other.buckets.first(), other.buckets.last()) else {
+            self.count += other.count;
+            self.sum += other.sum;
+            self.max = self.max.max(other.max);
+            return;
+        };
+        self.cover(lo, hi);
+        for &(b, n) in &other.buckets {
+            self.counts[(b - self.first) as usize] += n;
         }
+        self.count += other.count;
+        self.sum += other.sum;
+        self.max = self.max.max(other.max);
     }
 
     pub fn sketch(&self) -> Sketch {
@@ -309,6 +331,75 @@ impl SketchBuilder {
             s.count_bucket(bucket_of(*v), 1);
         }
         s
+    }
+}
+
+/// A sum of sketches, as an aggregation keeps per group. Sparse while it
+/// holds few buckets, so that many small groups stay small; a dense
+/// [`SketchBuilder`] window from [`DENSE_AT`] buckets on, so that summing
+/// the sketches of hundreds of parts costs an index per bucket of each
+/// rather than a walk of the whole sum per part (two thirds of a services
+/// query over 41 parts, before).
+#[derive(Debug, Clone)]
+pub enum SketchSum {
+    Sparse(Sketch),
+    Dense(SketchBuilder),
+}
+
+/// Buckets from which a [`SketchSum`] is dense. Its window is at most
+/// ~7,400 buckets of 8 bytes, against at least this many of 16 sparse.
+const DENSE_AT: usize = 256;
+
+impl Default for SketchSum {
+    fn default() -> Self {
+        SketchSum::Sparse(Sketch::default())
+    }
+}
+
+impl SketchSum {
+    pub fn add(&mut self, v: u64) {
+        match self {
+            SketchSum::Sparse(s) => {
+                s.add(v);
+                self.densify_if_big();
+            }
+            SketchSum::Dense(d) => d.add(v),
+        }
+    }
+
+    pub fn merge(&mut self, other: &Sketch) {
+        match self {
+            SketchSum::Sparse(s) => {
+                s.merge(other);
+                self.densify_if_big();
+            }
+            SketchSum::Dense(d) => d.merge(other),
+        }
+    }
+
+    pub fn merge_sum(&mut self, other: &SketchSum) {
+        match other {
+            SketchSum::Sparse(o) => self.merge(o),
+            SketchSum::Dense(o) => self.merge(&o.sketch()),
+        }
+    }
+
+    fn densify_if_big(&mut self) {
+        if let SketchSum::Sparse(s) = self
+            && s.buckets.len() >= DENSE_AT
+        {
+            let mut d = SketchBuilder::default();
+            d.merge(s);
+            *self = SketchSum::Dense(d);
+        }
+    }
+
+    /// The sum as one sketch.
+    pub fn sketch(&self) -> std::borrow::Cow<'_, Sketch> {
+        match self {
+            SketchSum::Sparse(s) => std::borrow::Cow::Borrowed(s),
+            SketchSum::Dense(d) => std::borrow::Cow::Owned(d.sketch()),
+        }
     }
 }
 
@@ -402,6 +493,39 @@ mod tests {
             sa.merge(&sb);
             prop_assert_eq!(&sa.buckets, &all.buckets);
             prop_assert_eq!(sa.count, all.count);
+        }
+
+        /// Summing sketches, values and other sums, sparse or dense, gives
+        /// the sketch of every value added to one.
+        #[test]
+        fn a_sum_equals_adding_everything(
+            parts in prop::collection::vec(
+                prop::collection::vec(prop_oneof![0u64..200, 0u64..10_000_000_000, any::<u64>()], 0..300),
+                0..12,
+            ),
+        ) {
+            let (mut sum, mut all) = (SketchSum::default(), Sketch::new());
+            for (i, values) in parts.iter().enumerate() {
+                let mut s = Sketch::new();
+                for v in values {
+                    s.add(*v);
+                    all.add(*v);
+                }
+                match i % 3 {
+                    0 => sum.merge(&s),
+                    1 => values.iter().for_each(|v| sum.add(*v)),
+                    _ => {
+                        let mut other = SketchSum::default();
+                        other.merge(&s);
+                        sum.merge_sum(&other);
+                    }
+                }
+            }
+            let got = sum.sketch().into_owned();
+            prop_assert_eq!(&got.buckets, &all.buckets);
+            prop_assert_eq!((got.count, got.max), (all.count, all.max));
+            // Sums of floats differ with their order only in rounding.
+            prop_assert!((got.sum - all.sum).abs() <= all.sum.abs() * 1e-9);
         }
     }
 }
