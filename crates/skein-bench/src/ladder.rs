@@ -361,6 +361,7 @@ pub fn run(args: &LadderArgs) -> Result<(), String> {
         pb.finish_and_clear();
         filled = level;
         wait_count(&target.api, level)?;
+        let storage = storage(&target.api)?;
 
         let trace_index = t1.saturating_sub(1) / 2;
         let trace = corpus.trace_id(trace_index).to_hex();
@@ -439,7 +440,7 @@ pub fn run(args: &LadderArgs) -> Result<(), String> {
             qs.push(json!({"name": name, "median_ms": m, "runs_ms": times, "pass": pass, "verified": true}));
         }
         eprintln!("level {level}: {}", if level_pass { "pass" } else { "FAIL" });
-        results.push(json!({"rows": level, "queries": qs, "pass": level_pass}));
+        results.push(json!({"rows": level, "queries": qs, "pass": level_pass, "storage": storage}));
         if !level_pass {
             cliff = Value::from(format!("{level} rows per signal"));
             break;
@@ -459,6 +460,19 @@ pub fn run(args: &LadderArgs) -> Result<(), String> {
 
 /// Budgets a dashboard query may take before it counts as no answer.
 const QUERY_PATIENCE: f64 = 10.0;
+
+/// What holding a level costs the server, from its `/api/v1/stats` once
+/// every row is in (compaction may still be running, as it says).
+fn storage(api: &str) -> Result<Value, String> {
+    let s = get_json(&format!("{api}/api/v1/stats"))?;
+    Ok(json!({
+        "parts": s["parts"],
+        "bytes_on_disk": s["bytes_on_disk"],
+        "index_memory_bytes": s["index_memory_bytes"],
+        "resident_memory_bytes": s["resident_memory_bytes"],
+        "compacting": s["compacting"],
+    }))
+}
 
 fn wait_count(api: &str, level: u64) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(600);

@@ -414,6 +414,34 @@ fn render_ladder(v: &Value) -> String {
         }
     }
     s.push_str(&format!("\nCliff: {}\n\n", f(&v["cliff"], 0)));
+    let levels: Vec<&Value> = v["levels"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|l| l["storage"].is_object())
+        .collect();
+    if !levels.is_empty() {
+        s.push_str("Server state once each level's rows were in (before its queries), from `/api/v1/stats`:\n\n");
+        s.push_str("| level (rows per signal) | parts | bytes on disk | index memory | server RSS | compacting |\n|---:|---:|---:|---:|---:|---|\n");
+        let gb = |b: &Value| b.as_f64().map_or("n/a".to_string(), |b| format!("{:.2} GB", b / 1e9));
+        for l in levels {
+            let st = &l["storage"];
+            s.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} |\n",
+                thousands(&l["rows"]),
+                thousands(&st["parts"]),
+                gb(&st["bytes_on_disk"]),
+                gb(&st["index_memory_bytes"]),
+                gb(&st["resident_memory_bytes"]),
+                if st["compacting"].as_bool() == Some(true) {
+                    "yes"
+                } else {
+                    "no"
+                },
+            ));
+        }
+        s.push('\n');
+    }
     s
 }
 

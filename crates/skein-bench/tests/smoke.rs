@@ -109,11 +109,17 @@ fn e2e_and_ladder_write_a_complete_verified_report() {
             "the dashboard set has {name}: {queries:?}"
         );
     }
+    // What the level costs the server, from its own statistics.
+    let storage = &level["storage"];
+    assert!(storage["parts"].as_u64().is_some(), "{storage}");
+    assert!(storage["bytes_on_disk"].as_u64() > Some(0), "{storage}");
+    assert!(storage["index_memory_bytes"].as_u64() > Some(0), "{storage}");
 
     let md = std::fs::read_to_string(dir.path().join("BENCHMARKS.md")).unwrap();
     for section in [
         "## End to end",
         "## Read-cliff ladder",
+        "| parts | bytes on disk | index memory | server RSS |",
         "trace by id",
         "attribute filter",
         "Machine:",
