@@ -395,18 +395,20 @@ fn services_of(agg: &SpanAgg, w: Window) -> Vec<ServiceSummary> {
     }
     by_service
         .into_iter()
-        .map(|(svc, acc)| (svc, acc.durations.sketch().into_owned(), acc))
-        .map(|(svc, durations, acc)| ServiceSummary {
-            service: svc.to_string(),
-            spans: acc.count,
-            traces: agg.traces.get(svc).copied().unwrap_or(0),
-            errors: acc.errors,
-            error_rate: ratio(acc.errors, acc.count),
-            p50_ns: durations.quantile(0.5),
-            p95_ns: durations.quantile(0.95),
-            p99_ns: durations.quantile(0.99),
-            max_ns: durations.max(),
-            rate_per_sec: rate(acc.count, w, agg.min_time, agg.max_time),
+        .map(|(svc, acc)| {
+            let durations = acc.durations.sketch();
+            ServiceSummary {
+                service: svc.to_string(),
+                spans: acc.count,
+                traces: agg.traces.get(svc).copied().unwrap_or(0),
+                errors: acc.errors,
+                error_rate: ratio(acc.errors, acc.count),
+                p50_ns: durations.quantile(0.5),
+                p95_ns: durations.quantile(0.95),
+                p99_ns: durations.quantile(0.99),
+                max_ns: durations.max(),
+                rate_per_sec: rate(acc.count, w, agg.min_time, agg.max_time),
+            }
         })
         .collect()
 }
@@ -414,17 +416,19 @@ fn services_of(agg: &SpanAgg, w: Window) -> Vec<ServiceSummary> {
 fn operations_of(agg: &SpanAgg, w: Window) -> Vec<OperationSummary> {
     let mut ops: Vec<OperationSummary> = agg
         .iter()
-        .map(|(svc, name, acc)| (svc, name, acc.durations.sketch(), acc))
-        .map(|(svc, name, durations, acc)| OperationSummary {
-            service: svc.clone(),
-            name: name.clone(),
-            spans: acc.count,
-            errors: acc.errors,
-            error_rate: ratio(acc.errors, acc.count),
-            p50_ns: durations.quantile(0.5),
-            p95_ns: durations.quantile(0.95),
-            p99_ns: durations.quantile(0.99),
-            rate_per_sec: rate(acc.count, w, agg.min_time, agg.max_time),
+        .map(|(svc, name, acc)| {
+            let durations = acc.durations.sketch();
+            OperationSummary {
+                service: svc.clone(),
+                name: name.clone(),
+                spans: acc.count,
+                errors: acc.errors,
+                error_rate: ratio(acc.errors, acc.count),
+                p50_ns: durations.quantile(0.5),
+                p95_ns: durations.quantile(0.95),
+                p99_ns: durations.quantile(0.99),
+                rate_per_sec: rate(acc.count, w, agg.min_time, agg.max_time),
+            }
         })
         .collect();
     ops.sort_by(|a, b| (&a.service, &a.name).cmp(&(&b.service, &b.name)));
