@@ -14,7 +14,7 @@ use skein_engine::Signal;
 use skein_engine::codec::encode_batch;
 use skein_engine::envelope::Envelope;
 use skein_engine::part::index::{INDEX_ZSTD_LEVEL, IndexBuilder, encode};
-use skein_engine::payload::{Blob, PayloadRef, encode_blobs};
+use skein_engine::payload::{FrameBuilder, PayloadRef, encode_frames};
 use skein_engine::testdata;
 use skein_engine::wal::{RecordHeader, RecordKind};
 use skein_model::otlp::{logs_to_otlp, metrics_to_otlp, spans_to_otlp};
@@ -156,7 +156,11 @@ fn main() {
         count: 1,
     }
     .append_frame(
-        &encode_blobs(&[Blob::compress(PayloadRef::of(&prompt), &prompt).unwrap()]),
+        &{
+            let mut frames = FrameBuilder::default();
+            frames.push(PayloadRef::of(&prompt), &prompt).unwrap();
+            encode_frames(&frames.finish().unwrap()).unwrap()
+        },
         &mut log,
     );
     let mut seq = 1;

@@ -77,7 +77,7 @@ use crate::error::{Error, Result};
 use crate::fsutil::DirLock;
 use crate::health::{Fault, FaultKind, Faults};
 use crate::part::{PageCache, PageCacheStats, PartMeta, PartWriter, WriterOptions};
-use crate::payload::{self, Blob, PayloadPolicy, PayloadRef, PayloadStats, PayloadStore};
+use crate::payload::{self, Blob, FrameCache, PayloadPolicy, PayloadRef, PayloadStats, PayloadStore};
 use crate::query::Window;
 use crate::query::aggregate::{self, OperationSummary, ServiceSummary, Summary};
 use crate::query::diagnose::{self, DiagnoseRequest, Diagnosis};
@@ -864,6 +864,12 @@ impl Engine {
     }
 }
 
+/// Decompressed payload frames one reader of payload text (a flush's text
+/// indexes, a query) keeps: a frozen tier's payloads, decompressed, are
+/// about this much at the default `--hot-max-bytes` on agent data. Past it
+/// the reader decompresses some frames again, which is slower, not wrong.
+const PAYLOAD_TEXT_FRAME_CACHE_BYTES: usize = 64 << 20;
+
 /// How much nicer than the process background threads are where the idle
 /// scheduling class is unavailable (flush, compaction, and the part
 /// conversion threads they start, which inherit it).
@@ -1000,7 +1006,11 @@ impl Inner {
         // Payloads stored already (in a pack or a hot tier) are referenced;
         // the rest travel in the WAL with the batch.
         let blobs = payload::extract::extract(&mut accepted, &self.opts.payloads, &|id| self.payload_known(id))?;
-        let blob_body = (!blobs.is_empty()).then(|| payload::encode_blobs(&blobs));
+        let blob_body = if blobs.is_empty() {
+            None
+        } else {
+            Some(payload::encode_frames(&blobs)?)
+        };
         {
             // The gate is taken after encoding (which is most of the work)
             // and held until the records are in the tier the WAL
@@ -1051,7 +1061,7 @@ impl Inner {
 
     fn payload(&self, id: &PayloadRef) -> Result<Option<Vec<u8>>> {
         let tiers: Vec<Arc<Tier>> = self.state.read().tiers().cloned().collect();
-        self.payload_in(&tiers, id, Blob::decompress)
+        self.payload_in(&tiers, id, &Blob::decompress)
     }
 
     /// A payload from `tiers` (a snapshot's hot tiers), read with `hot`,
@@ -1061,7 +1071,7 @@ impl Inner {
         &self,
         tiers: &[Arc<Tier>],
         id: &PayloadRef,
-        hot: fn(&Blob, &str) -> Result<Vec<u8>>,
+        hot: &dyn Fn(&Blob, &str) -> Result<Vec<u8>>,
     ) -> Result<Option<Vec<u8>>> {
         let read = match tiers.iter().find_map(|t| t.payloads.read().blobs.get(id).cloned()) {
             Some(blob) => hot(&blob, "the hot tier").map(Some),
@@ -1074,10 +1084,14 @@ impl Inner {
     /// packs; see [`payload_in`](Self::payload_in) for the locks it takes.
     fn payload_text(&self, tiers: Vec<Arc<Tier>>) -> PayloadText {
         let me = self.me.clone();
+        // Indexing reads every payload of a flushed tier, in row order,
+        // which is no frame's order: each frame is decompressed once.
+        let frames = FrameCache::new(PAYLOAD_TEXT_FRAME_CACHE_BYTES);
         PayloadText(Arc::new(move |id| {
-            // Indexing reads every payload of a flushed tier: those still
-            // in it are trusted, as its pack writer trusts them.
-            let bytes = me.upgrade()?.payload_in(&tiers, id, Blob::decompress_trusted).ok()??;
+            // Payloads still in a hot tier are trusted, as its pack writer
+            // trusts them.
+            let trusted = |b: &Blob, place: &str| frames.read_trusted(b, place);
+            let bytes = me.upgrade()?.payload_in(&tiers, id, &trusted).ok()??;
             // Payloads are nearly always valid UTF-8: taking the buffer as
             // it is costs one validation pass (the lossy conversion walks
             // it character by character, and copies it).
@@ -1396,7 +1410,7 @@ impl Inner {
             for b in t.payloads.read().blobs.values() {
                 if !self.payloads.contains(&b.id) {
                     s.payloads.payloads += 1;
-                    s.payloads.payload_bytes += b.zstd.len() as u64;
+                    s.payloads.payload_bytes += b.stored_bytes();
                     s.payloads.payload_logical_bytes += b.raw_len;
                 }
             }

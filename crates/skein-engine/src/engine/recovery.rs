@@ -100,11 +100,15 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
         |rec: WalRecord| {
             let signal = match rec.kind {
                 RecordKind::Batch(signal) => signal,
-                RecordKind::Payloads => {
+                RecordKind::Payloads | RecordKind::LegacyPayloads => {
                     // Kept whether or not its batch replays: a payload no
                     // record refers to costs a little space, never data.
+                    let blobs = match rec.kind {
+                        RecordKind::LegacyPayloads => payload::decode_legacy_blobs(&rec.body)?,
+                        _ => payload::decode_frames(&rec.body)?,
+                    };
                     let mut hot = active.payloads.write();
-                    for blob in payload::decode_blobs(&rec.body)? {
+                    for blob in blobs {
                         if !payloads.contains(&blob.id) {
                             hot.insert(blob);
                         }

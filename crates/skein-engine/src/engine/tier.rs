@@ -29,14 +29,15 @@ pub struct Tier {
 #[derive(Default)]
 pub struct HotPayloads {
     pub blobs: FastMap<PayloadRef, Blob>,
-    /// Their compressed bytes, counted in the tier's size.
+    /// Their compressed bytes (each its share of its frame's), counted in
+    /// the tier's size.
     pub bytes: usize,
 }
 
 impl HotPayloads {
     pub fn insert(&mut self, blob: Blob) {
         if let std::collections::hash_map::Entry::Vacant(e) = self.blobs.entry(blob.id) {
-            self.bytes += blob.zstd.len() + 64;
+            self.bytes += blob.stored_bytes() as usize + 64;
             e.insert(blob);
         }
     }
@@ -48,7 +49,7 @@ impl HotPayloads {
         self.blobs.retain(|id, b| {
             let keep = live.contains(id);
             if !keep {
-                freed += b.zstd.len() + 64;
+                freed += b.stored_bytes() as usize + 64;
             }
             keep
         });

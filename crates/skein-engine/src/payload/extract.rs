@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use skein_model::{AnyValue, KeyValue, Resource, genai};
 
-use super::{Blob, PayloadRef, as_ref_value, binary_ref_value, is_binary_ref, ref_value};
+use super::{Blob, FrameBuilder, PayloadRef, as_ref_value, binary_ref_value, is_binary_ref, ref_value};
 use crate::error::Result;
 use crate::hash::{FastMap, FastSet};
 use crate::record::Record;
@@ -45,7 +45,8 @@ impl PayloadPolicy {
 
 /// Replaces the values `policy` selects in `records` with references.
 /// Returns the payloads to store: each once, and only those `known` says
-/// are not stored already.
+/// are not stored already, compressed together in frames (see
+/// [`Frame`](super::Frame)).
 pub fn extract<R: Record>(
     records: &mut [R],
     policy: &PayloadPolicy,
@@ -55,7 +56,7 @@ pub fn extract<R: Record>(
         policy,
         known,
         seen: FastSet::default(),
-        blobs: Vec::new(),
+        frames: FrameBuilder::default(),
     };
     if policy.threshold == 0 {
         return Ok(Vec::new());
@@ -96,14 +97,14 @@ pub fn extract<R: Record>(
             return Err(e);
         }
     }
-    Ok(out.blobs)
+    out.frames.finish()
 }
 
 struct Extraction<'a> {
     policy: &'a PayloadPolicy,
     known: &'a dyn Fn(&PayloadRef) -> bool,
     seen: FastSet<PayloadRef>,
-    blobs: Vec<Blob>,
+    frames: FrameBuilder,
 }
 
 impl Extraction<'_> {
@@ -126,7 +127,7 @@ impl Extraction<'_> {
         }
         let id = PayloadRef::of(bytes);
         if !(self.known)(&id) && self.seen.insert(id) {
-            self.blobs.push(Blob::compress(id, bytes)?);
+            self.frames.push(id, bytes)?;
         }
         let reference = match &*v {
             AnyValue::Str(s) if !binary => ref_value(id, s),

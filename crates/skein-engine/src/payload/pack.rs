@@ -108,7 +108,7 @@ impl<'a> From<&'a Blob> for PackInput<'a> {
         PackInput {
             id: b.id,
             raw_len: b.raw_len,
-            alone: Some(&b.zstd),
+            alone: b.alone_zstd(),
         }
     }
 }
@@ -281,11 +281,7 @@ pub fn read_payload(
     let zstd = src
         .read_at(e.offset, e.zlen as usize)
         .map_err(|err| Error::io(format!("read payload {} from {what}", e.id), err))?;
-    let blob = Blob {
-        id: e.id,
-        raw_len: e.raw_len,
-        zstd: zstd.as_ref().into(),
-    };
+    let blob = Blob::alone(e.id, e.raw_len, zstd.as_ref().into());
     let Some(Dictionary(d)) = dictionary else {
         return blob.decompress(what);
     };
@@ -294,7 +290,8 @@ pub fn read_payload(
         let mut dctx = zstd::zstd_safe::DCtx::try_create().ok_or_else(|| zstd_err(0))?;
         // Fails on a frame that holds more than the declared length.
         let mut out = Vec::with_capacity(len);
-        dctx.decompress_using_ddict(&mut out, &blob.zstd, d).map_err(zstd_err)?;
+        dctx.decompress_using_ddict(&mut out, &blob.frame.zstd, d)
+            .map_err(zstd_err)?;
         Ok(out)
     });
     blob.check(raw, what)
@@ -389,7 +386,7 @@ mod tests {
         let texts = prompts(300);
         let alone: usize = texts
             .iter()
-            .map(|t| Blob::compress(PayloadRef::of(t), t).unwrap().zstd.len())
+            .map(|t| Blob::compress(PayloadRef::of(t), t).unwrap().frame.zstd.len())
             .sum();
         for (id, have_alone) in [(1, true), (2, false)] {
             let (bytes, index) = round_trip(&store, id, &texts, have_alone);
@@ -470,10 +467,10 @@ mod tests {
             entries.push(PackEntry {
                 id: b.id,
                 offset: bytes.len() as u64,
-                zlen: b.zstd.len() as u32,
+                zlen: b.frame.zstd.len() as u32,
                 raw_len: b.raw_len,
             });
-            bytes.extend_from_slice(&b.zstd);
+            bytes.extend_from_slice(&b.frame.zstd);
         }
         let index_offset = bytes.len() as u64;
         let v1 = Envelope {

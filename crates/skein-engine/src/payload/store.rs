@@ -10,10 +10,14 @@ use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
 
 use super::pack::{self, Dictionary, PackEntry, PackIndex, PackInput};
-use super::{Blob, PayloadRef};
+use super::{Blob, FrameCache, PayloadRef};
 use crate::error::Result;
 use crate::hash::FastMap;
 use crate::storage::{ObjectSource, PartStore};
+
+/// Decompressed frames a pack writer keeps: it reads them in order, so a
+/// few suffice.
+const PACK_FRAME_CACHE_BYTES: usize = 4 << 20;
 
 /// Counters for `/api/v1/stats`.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
@@ -189,8 +193,13 @@ impl PayloadStore {
         if new.is_empty() {
             return Ok(0);
         }
+        // In frame order, each frame is decompressed once: the dictionary
+        // sample reads a few payloads ahead, then the pack reads them all
+        // in this order.
+        super::sort_by_frame(&mut new);
+        let frames = FrameCache::new(PACK_FRAME_CACHE_BYTES);
         let inputs: Vec<PackInput> = new.iter().map(|b| PackInput::from(*b)).collect();
-        let (bytes, index) = pack::encode(&inputs, &|i| new[i].decompress_trusted("the hot tier"))?;
+        let (bytes, index) = pack::encode(&inputs, &|i| frames.read_trusted(new[i], "the hot tier"))?;
         let id = self.next_pack.fetch_add(1, Ordering::SeqCst);
         let name = pack::pack_name(id);
         // Committed (fsynced and renamed into place) before anything that
@@ -369,7 +378,7 @@ mod tests {
         let s = PayloadStore::open(open_store()).unwrap();
         let st = s.stats();
         assert_eq!((st.payloads, st.payload_logical_bytes), (2, 5006));
-        assert_eq!(st.payload_bytes, (a.zstd.len() + b.zstd.len()) as u64);
+        assert_eq!(st.payload_bytes, (a.frame.zstd.len() + b.frame.zstd.len()) as u64);
         assert_eq!(s.read(&a.id).unwrap().unwrap(), vec![1u8; 5000]);
         assert!(s.read(&PayloadRef::of(b"never")).unwrap().is_none());
         // New packs do not reuse an id.

@@ -1,8 +1,10 @@
 //! A WAL record: one frame, `[version u8][kind u8][seq_base u64 LE][count
 //! u32 LE][body]`. Kinds 0–2 are a batch of one signal (spans, logs, metric
-//! points; the body as `codec` encodes it); kind 3 is the new payloads of
-//! the batch that follows it (the body as `payload::encode_blobs` encodes
-//! it, `count` the number of payloads). The header is encoded and decoded
+//! points; the body as `codec` encodes it); kind 4 is the new payloads of
+//! the batch that follows it (the body as `payload::encode_frames` encodes
+//! it, `count` the number of payloads), and kind 3 the same as earlier
+//! builds wrote it, each payload compressed alone (replayed, never
+//! written). The header is encoded and decoded
 //! here, side by side; `Wal::append`, replay, the tests and the fuzz seeds
 //! all go through [`RecordHeader`].
 
@@ -17,23 +19,28 @@ pub const RECORD_VERSION: u8 = 1;
 pub enum RecordKind {
     Batch(Signal),
     /// The payloads of the next batch record that the log does not hold
-    /// already.
+    /// already, compressed together in frames.
     Payloads,
+    /// The same, each compressed alone, as builds before frames wrote them.
+    LegacyPayloads,
 }
 
 impl RecordKind {
-    const PAYLOADS_CODE: u8 = 3;
+    const LEGACY_PAYLOADS_CODE: u8 = 3;
+    const PAYLOADS_CODE: u8 = 4;
 
     pub fn code(self) -> u8 {
         match self {
             RecordKind::Batch(s) => s.code(),
             RecordKind::Payloads => Self::PAYLOADS_CODE,
+            RecordKind::LegacyPayloads => Self::LEGACY_PAYLOADS_CODE,
         }
     }
 
     pub fn from_code(c: u8) -> Option<RecordKind> {
         match c {
             Self::PAYLOADS_CODE => Some(RecordKind::Payloads),
+            Self::LEGACY_PAYLOADS_CODE => Some(RecordKind::LegacyPayloads),
             c => Signal::from_code(c).map(RecordKind::Batch),
         }
     }
