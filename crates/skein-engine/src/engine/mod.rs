@@ -1006,11 +1006,9 @@ impl Inner {
         // Payloads stored already (in a pack or a hot tier) are referenced;
         // the rest travel in the WAL with the batch.
         let blobs = payload::extract::extract(&mut accepted, &self.opts.payloads, &|id| self.payload_known(id))?;
-        let blob_body = if blobs.is_empty() {
-            None
-        } else {
-            Some(payload::encode_frames(&blobs)?)
-        };
+        let blob_body = (!blobs.is_empty())
+            .then(|| payload::encode_frames(&blobs))
+            .transpose()?;
         {
             // The gate is taken after encoding (which is most of the work)
             // and held until the records are in the tier the WAL

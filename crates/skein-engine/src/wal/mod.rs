@@ -311,7 +311,7 @@ impl Wal {
     }
 
     /// [`append`](Wal::append), with the batch's new payloads (their count
-    /// and `payload::encode_blobs` body) framed just before it, in the same
+    /// and `payload::encode_frames` body) framed just before it, in the same
     /// write and fsync: durable when the batch is.
     pub fn append_with_payloads(
         &self,
