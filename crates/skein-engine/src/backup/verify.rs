@@ -261,14 +261,12 @@ fn check_parquet(src: Arc<dyn ObjectSource>, is_part: bool) -> std::result::Resu
 
 /// The index's checksum, then every payload against its name.
 fn check_pack(src: &dyn ObjectSource, name: &str) -> std::result::Result<usize, String> {
-    let index = pack::read_index(src, name).map_err(|e| e.to_string())?;
-    let dictionary = index
-        .dictionary
-        .map(|at| pack::read_dictionary(src, at, name))
-        .transpose()
-        .map_err(|e| e.to_string())?;
+    let mut index = pack::read_index(src, name).map_err(|e| e.to_string())?;
+    // In frame order, each frame is decompressed once.
+    index.entries.sort_unstable_by_key(|e| (e.frame.offset, e.at));
+    let mut reader = pack::PackReader::new(src, index.dictionary, name).map_err(|e| e.to_string())?;
     for e in &index.entries {
-        pack::read_payload(src, e, dictionary.as_ref(), name).map_err(|e| e.to_string())?;
+        reader.read(e).map_err(|e| e.to_string())?;
     }
     Ok(index.entries.len())
 }

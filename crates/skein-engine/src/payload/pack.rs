@@ -3,36 +3,34 @@
 //! fsync → rename) and never changed:
 //!
 //! ```text
-//! [zstd dictionary, if the pack has one]
-//! [zstd bytes of payload 0][zstd bytes of payload 1]…
+//! [zstd frame 0][zstd frame 1]…   each frame: the bytes of one or more
+//!                                 payloads, one after another
 //! [index: the SKEINPAK envelope around a postcard PackIndex]
 //! [index offset: u64 LE]
 //! ```
 //!
+//! The frames are the ones payloads arrive in ([`super::Frame`]: a batch's
+//! new payloads compressed together, up to [`super::FRAME_RAW_BYTES`]),
+//! written as they are. A flush used to decompress every payload and
+//! compress each alone against a dictionary sampled from the pack, so that
+//! one could be read without the others; that was a tenth of the CPU of
+//! agent ingest, for about the same bytes on disk (frames of a megabyte
+//! share their system prompts as well as a dictionary did). Reading one
+//! payload now decompresses its frame (a megabyte at most: a few hundred
+//! microseconds), which a point read can afford: records keep a preview,
+//! and the payload itself is read only when asked for.
+//!
 //! Opening a pack reads its last 8 bytes and its index only; a payload is
-//! one range read at `offset..offset + zlen`, decompressed (with the
-//! pack's dictionary, when it has one) and checked against its hash. An
-//! outside reader resolves a reference the same way: find the entry whose
-//! `id` is the reference's hash in some pack's index.
+//! one range read of its frame, decompressed, sliced and checked against
+//! its hash. An outside reader resolves a reference the same way: find the
+//! entry whose `id` is the reference's hash in some pack's index.
 //!
-//! Why a dictionary: agent payloads share most of their bytes with each
-//! other (a handful of system prompts and tool schemas, conversations that
-//! repeat their earlier turns), yet each is compressed alone so it can be
-//! read alone. A zstd dictionary holding what they share lets each be
-//! compressed against it: about a third of the bytes of compressing them
-//! one by one (`tests::a_dictionary_shrinks_payloads_that_share_text`).
-//!
-//! The dictionary is *raw content*: whole payloads of the pack, chosen
-//! evenly over it and unlike each other in their first bytes
-//! ([`sample_dictionary`]). zstd trains dictionaries too, but training was
-//! half the cost of writing a pack (a tenth of a second per pack), and on
-//! agent payloads the raw sample compresses as well (system prompts come
-//! whole, not as the fragments training keeps). zstd tells the two kinds
-//! apart by the magic number a trained one starts with, so packs with
-//! trained dictionaries still read. The dictionary comes from the pack's
-//! payloads only, so a pack rewritten without some (garbage collection, an
-//! erasure) samples a new one from those it keeps, and no byte of a
-//! dropped payload stays behind in it.
+//! Versions 1 and 2 of the index, which earlier builds wrote, still read:
+//! each payload a zstd frame of its own (version 2: compressed against the
+//! pack's dictionary, raw content stored at the start of the pack). A
+//! garbage collection that rewrites such a pack writes version 3.
+
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -41,49 +39,103 @@ use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::storage::ObjectSource;
 
-/// The pack index's envelope. Version 1 had no dictionary: its body was
-/// the bare list of entries.
+/// The pack index's envelope. Version 1 was the bare list of payloads each
+/// compressed alone, version 2 added a dictionary; version 3 has frames.
 pub const PACK_INDEX: Envelope = Envelope {
     magic: b"SKEINPAK",
-    version: 2,
+    version: 3,
     what: "payload pack index",
     max_body: 1 << 30,
 };
 const FIRST_VERSION: u32 = 1;
+const DICTIONARY_VERSION: u32 = 2;
 
-/// Where one payload sits in its pack.
+/// A zstd frame of a pack: where it lies, and how many bytes it holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PackEntry {
-    pub id: PayloadRef,
+pub struct PackFrame {
     pub offset: u64,
     pub zlen: u32,
     pub raw_len: u64,
 }
 
-/// A pack's index: its dictionary, if any, and its entries.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Where one payload sits in its pack: bytes `at .. at + raw_len` of
+/// `frame`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PackEntry {
+    pub id: PayloadRef,
+    pub frame: PackFrame,
+    pub at: u64,
+    pub raw_len: u64,
+}
+
+impl PackEntry {
+    /// Its share of its frame's compressed bytes (all of them when it is
+    /// the frame's only payload).
+    pub fn stored_bytes(&self) -> u64 {
+        let (z, raw) = (u128::from(self.frame.zlen), u128::from(self.frame.raw_len));
+        if self.raw_len == self.frame.raw_len {
+            return self.frame.zlen.into();
+        }
+        (z * u128::from(self.raw_len) / raw.max(1)) as u64
+    }
+}
+
+/// A pack's index: its dictionary, if it has one (version 2 only), and its
+/// entries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PackIndex {
     /// Where the zstd dictionary every payload of the pack was compressed
-    /// with lies, as (offset, length); `None`: each was compressed alone.
+    /// with lies, as (offset, length); `None`: none was.
     pub dictionary: Option<(u64, u32)>,
     pub entries: Vec<PackEntry>,
 }
 
-/// Most bytes a pack's dictionary holds.
-const DICTIONARY_BYTES: usize = 128 << 10;
-/// Payloads considered for a dictionary, spread evenly over the pack.
-const DICTIONARY_CANDIDATES: usize = 64;
-/// Most bytes of one payload in a dictionary.
-const DICTIONARY_PAYLOAD_BYTES: usize = 32 << 10;
-/// A candidate whose first this-many bytes equal those of one taken
-/// already is left out: most likely it begins with the same system prompt.
-const DICTIONARY_HEAD_BYTES: usize = 256;
-/// A pack gets a dictionary only with at least this many payloads of at
-/// least this many bytes in all: below, it could not pay for itself.
-const DICTIONARY_MIN_PAYLOADS: usize = 32;
-const DICTIONARY_MIN_BYTES: u64 = 512 << 10;
-/// zstd level of payloads in packs: they are written once and read rarely.
-const PAYLOAD_ZSTD_LEVEL: i32 = 3;
+/// The index as version 3 writes it: each frame once, and the entries
+/// pointing into them by number.
+#[derive(Clone, Serialize, Deserialize)]
+struct IndexV3 {
+    frames: Vec<PackFrame>,
+    entries: Vec<EntryV3>,
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+struct EntryV3 {
+    id: PayloadRef,
+    frame: u32,
+    at: u64,
+    raw_len: u64,
+}
+
+/// An entry of versions 1 and 2: a payload compressed alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct AloneEntry {
+    id: PayloadRef,
+    offset: u64,
+    zlen: u32,
+    raw_len: u64,
+}
+
+/// The index of version 2.
+#[derive(Serialize, Deserialize)]
+struct IndexV2 {
+    dictionary: Option<(u64, u32)>,
+    entries: Vec<AloneEntry>,
+}
+
+impl From<AloneEntry> for PackEntry {
+    fn from(e: AloneEntry) -> PackEntry {
+        PackEntry {
+            id: e.id,
+            frame: PackFrame {
+                offset: e.offset,
+                zlen: e.zlen,
+                raw_len: e.raw_len,
+            },
+            at: 0,
+            raw_len: e.raw_len,
+        }
+    }
+}
 
 /// The object name of pack `id`.
 pub fn pack_name(id: u64) -> String {
@@ -95,127 +147,53 @@ pub fn parse_pack_name(name: &str) -> Option<u64> {
     name.strip_prefix("payloads/")?.strip_suffix(".pack")?.parse().ok()
 }
 
-/// A payload going into a pack.
-pub struct PackInput<'a> {
-    pub id: PayloadRef,
-    pub raw_len: u64,
-    /// Its zstd bytes compressed alone, if at hand (a hot tier's blob).
-    pub alone: Option<&'a [u8]>,
-}
-
-impl<'a> From<&'a Blob> for PackInput<'a> {
-    fn from(b: &'a Blob) -> PackInput<'a> {
-        PackInput {
-            id: b.id,
-            raw_len: b.raw_len,
-            alone: b.alone_zstd(),
-        }
-    }
-}
-
-/// The bytes of a pack holding `inputs`, and its index. `raw(i)` is the
-/// bytes of `inputs[i]`, asked for at most twice each (a sample for the
-/// dictionary, then each to compress), so a pack never holds its payloads
-/// uncompressed all at once. The pack gets a dictionary when it is big
-/// enough to pay for one and the dictionary saves bytes.
-pub fn encode(inputs: &[PackInput], raw: &dyn Fn(usize) -> Result<Vec<u8>>) -> Result<(Vec<u8>, PackIndex)> {
-    let total: u64 = inputs.iter().map(|i| i.raw_len).sum();
-    if inputs.len() >= DICTIONARY_MIN_PAYLOADS
-        && total >= DICTIONARY_MIN_BYTES
-        && let Some(dictionary) = sample_dictionary(inputs, raw)?
-    {
-        let with = encode_with(inputs, raw, Some(&dictionary))?;
-        // Compressing alone costs nothing to find out when every payload's
-        // bytes alone are at hand; otherwise the dictionary is kept (it
-        // holds these very payloads). It must save a real share: a raw
-        // dictionary compresses the payloads it holds to almost nothing,
-        // which pays for its own bytes whether or not it helps the rest.
-        let alone: Option<u64> = inputs.iter().map(|i| i.alone.map(|a| a.len() as u64)).sum();
-        if alone.is_none_or(|alone| (with.0.len() as u64) < alone - alone / 32) {
-            return Ok(with);
-        }
-    }
-    encode_with(inputs, raw, None)
-}
-
-/// A raw-content dictionary: candidates spread evenly over `inputs`, each
-/// up to [`DICTIONARY_PAYLOAD_BYTES`], skipping one that begins like a
-/// candidate taken already, until [`DICTIONARY_BYTES`]. `None` when that
-/// holds too little to be a dictionary.
-fn sample_dictionary(inputs: &[PackInput], raw: &dyn Fn(usize) -> Result<Vec<u8>>) -> Result<Option<Vec<u8>>> {
-    let every = inputs.len().div_ceil(DICTIONARY_CANDIDATES).max(1);
-    let mut dictionary = Vec::with_capacity(DICTIONARY_BYTES);
-    let mut heads: Vec<Vec<u8>> = Vec::new();
-    for i in (0..inputs.len()).step_by(every) {
-        let bytes = raw(i)?;
-        let head = &bytes[..bytes.len().min(DICTIONARY_HEAD_BYTES)];
-        if heads.iter().any(|h| h == head) {
-            continue;
-        }
-        heads.push(head.to_vec());
-        let take = bytes
-            .len()
-            .min(DICTIONARY_PAYLOAD_BYTES)
-            .min(DICTIONARY_BYTES - dictionary.len());
-        dictionary.extend_from_slice(&bytes[..take]);
-        if dictionary.len() == DICTIONARY_BYTES {
-            break;
-        }
-    }
-    // zstd reads bytes that begin with its dictionary magic number as a
-    // trained dictionary, and raw content must not.
-    while dictionary.starts_with(&TRAINED_DICTIONARY_MAGIC) {
-        dictionary.remove(0);
-    }
-    Ok((dictionary.len() >= MIN_DICTIONARY_BYTES).then_some(dictionary))
-}
-
-/// How a trained zstd dictionary begins.
-const TRAINED_DICTIONARY_MAGIC: [u8; 4] = zstd::zstd_safe::zstd_sys::ZSTD_MAGIC_DICTIONARY.to_le_bytes();
-/// Below this, a dictionary is not worth a pass over the pack.
-const MIN_DICTIONARY_BYTES: usize = 1 << 10;
-
-fn encode_with(
-    inputs: &[PackInput],
-    raw: &dyn Fn(usize) -> Result<Vec<u8>>,
-    dictionary: Option<&[u8]>,
-) -> Result<(Vec<u8>, PackIndex)> {
-    let compress_err = |e| Error::io("compress payload", e);
+/// The bytes of a pack holding `blobs`, and its index. Each frame holding
+/// one of them is written whole, as it is, once for each run of blobs of
+/// that frame: sort them with [`super::sort_by_frame`]. The caller makes
+/// sure a frame holds no bytes that must not be kept (see
+/// [`PayloadStore::write_pack`](super::PayloadStore::write_pack)).
+pub fn encode(blobs: &[&Blob]) -> Result<(Vec<u8>, PackIndex)> {
     let mut out = Vec::new();
-    let mut index = PackIndex::default();
-    let mut compressor = match dictionary {
-        Some(d) => {
-            index.dictionary = Some((0, d.len() as u32));
-            out.extend_from_slice(d);
-            Some(zstd::bulk::Compressor::with_dictionary(PAYLOAD_ZSTD_LEVEL, d).map_err(compress_err)?)
-        }
-        None => None,
+    let mut wire = IndexV3 {
+        frames: Vec::new(),
+        entries: Vec::with_capacity(blobs.len()),
     };
-    for (i, input) in inputs.iter().enumerate() {
-        let offset = out.len() as u64;
-        match (&mut compressor, input.alone) {
-            (Some(c), _) => out.extend_from_slice(&c.compress(&raw(i)?).map_err(compress_err)?),
-            (None, Some(alone)) => out.extend_from_slice(alone),
-            (None, None) => {
-                out.extend_from_slice(&zstd::bulk::compress(&raw(i)?, PAYLOAD_ZSTD_LEVEL).map_err(compress_err)?)
-            }
+    let mut index = PackIndex::default();
+    for run in blobs.chunk_by(|a, b| Arc::ptr_eq(&a.frame, &b.frame)) {
+        let frame = &run[0].frame;
+        let at = PackFrame {
+            offset: out.len() as u64,
+            zlen: u32::try_from(frame.zstd.len())
+                .map_err(|_| Error::Other(format!("a payload frame of {} bytes", frame.zstd.len())))?,
+            raw_len: frame.raw_len,
+        };
+        let number = wire.frames.len() as u32;
+        wire.frames.push(at);
+        out.extend_from_slice(&frame.zstd);
+        for b in run {
+            wire.entries.push(EntryV3 {
+                id: b.id,
+                frame: number,
+                at: b.offset,
+                raw_len: b.raw_len,
+            });
+            index.entries.push(PackEntry {
+                id: b.id,
+                frame: at,
+                at: b.offset,
+                raw_len: b.raw_len,
+            });
         }
-        index.entries.push(PackEntry {
-            id: input.id,
-            offset,
-            zlen: (out.len() as u64 - offset) as u32,
-            raw_len: input.raw_len,
-        });
     }
     let index_offset = out.len() as u64;
-    let body = postcard::to_stdvec(&index).map_err(|e| Error::Other(format!("encode pack index: {e}")))?;
+    let body = postcard::to_stdvec(&wire).map_err(|e| Error::Other(format!("encode pack index: {e}")))?;
     out.extend_from_slice(&PACK_INDEX.seal(&body, 3)?);
     out.extend_from_slice(&index_offset.to_le_bytes());
     Ok((out, index))
 }
 
-/// Reads a pack's index, checking that its dictionary and every entry lie
-/// inside the data.
+/// Reads a pack's index, checking that its dictionary and every frame lie
+/// inside the data, and every entry inside its frame.
 pub fn read_index(src: &dyn ObjectSource, what: &str) -> Result<PackIndex> {
     let bad = |d: String| Error::corrupt(what.to_string(), d);
     let len = src.len();
@@ -237,13 +215,43 @@ pub fn read_index(src: &dyn ObjectSource, what: &str) -> Result<PackIndex> {
     let (version, body) = PACK_INDEX
         .open_since(&index, FIRST_VERSION)
         .map_err(|e| bad(e.to_string()))?;
-    let index: PackIndex = if version == FIRST_VERSION {
-        PackIndex {
+    let decode_err = |e: postcard::Error| bad(format!("index: {e}"));
+    let index = match version {
+        FIRST_VERSION => PackIndex {
             dictionary: None,
-            entries: postcard::from_bytes(&body).map_err(|e| bad(format!("index: {e}")))?,
+            entries: postcard::from_bytes::<Vec<AloneEntry>>(&body)
+                .map_err(decode_err)?
+                .into_iter()
+                .map(PackEntry::from)
+                .collect(),
+        },
+        DICTIONARY_VERSION => {
+            let v2: IndexV2 = postcard::from_bytes(&body).map_err(decode_err)?;
+            PackIndex {
+                dictionary: v2.dictionary,
+                entries: v2.entries.into_iter().map(PackEntry::from).collect(),
+            }
         }
-    } else {
-        postcard::from_bytes(&body).map_err(|e| bad(format!("index: {e}")))?
+        _ => {
+            let v3: IndexV3 = postcard::from_bytes(&body).map_err(decode_err)?;
+            let mut entries = Vec::with_capacity(v3.entries.len());
+            for e in v3.entries {
+                let frame = *v3
+                    .frames
+                    .get(e.frame as usize)
+                    .ok_or_else(|| bad(format!("payload {} is in frame {}, which it lacks", e.id, e.frame)))?;
+                entries.push(PackEntry {
+                    id: e.id,
+                    frame,
+                    at: e.at,
+                    raw_len: e.raw_len,
+                });
+            }
+            PackIndex {
+                dictionary: None,
+                entries,
+            }
+        }
     };
     let inside = |offset: u64, len: u64| offset.checked_add(len).is_some_and(|end| end <= index_offset);
     if let Some((offset, len)) = index.dictionary
@@ -251,8 +259,15 @@ pub fn read_index(src: &dyn ObjectSource, what: &str) -> Result<PackIndex> {
     {
         return Err(bad("its dictionary lies outside the pack's data".into()));
     }
-    if let Some(e) = index.entries.iter().find(|e| !inside(e.offset, e.zlen as u64)) {
-        return Err(bad(format!("payload {} lies outside the pack's data", e.id)));
+    for e in &index.entries {
+        if !inside(e.frame.offset, e.frame.zlen as u64) {
+            return Err(bad(format!("payload {} lies outside the pack's data", e.id)));
+        }
+        if e.frame.raw_len > super::MAX_PAYLOAD_BYTES
+            || e.at.checked_add(e.raw_len).is_none_or(|end| end > e.frame.raw_len)
+        {
+            return Err(bad(format!("payload {} lies outside its frame", e.id)));
+        }
     }
     Ok(index)
 }
@@ -270,63 +285,111 @@ pub fn read_dictionary(src: &dyn ObjectSource, (offset, len): (u64, u32), what: 
         .ok_or_else(|| Error::corrupt(format!("the dictionary of {what}"), "zstd refuses it"))
 }
 
-/// Reads one payload: its bytes, decompressed with `dictionary` (the
-/// pack's, when it has one) and checked against its name.
+/// The bytes of the frame `e` is in, decompressed (with `dictionary`, the
+/// pack's, when it has one); a frame that does not decompress to its
+/// declared length is an error naming the payload.
+pub fn read_frame(
+    src: &dyn ObjectSource,
+    e: &PackEntry,
+    dictionary: Option<&Dictionary>,
+    what: &str,
+) -> Result<Vec<u8>> {
+    let f = e.frame;
+    let zstd = src
+        .read_at(f.offset, f.zlen as usize)
+        .map_err(|err| Error::io(format!("read payload {} from {what}", e.id), err))?;
+    let raw = super::checked_len(f.raw_len).and_then(|len| match dictionary {
+        None => super::decompress_exact(&zstd, len),
+        Some(Dictionary(d)) => {
+            let zstd_err = |code| std::io::Error::other(zstd::zstd_safe::get_error_name(code));
+            let mut dctx = zstd::zstd_safe::DCtx::try_create().ok_or_else(|| zstd_err(0))?;
+            // Fails on a frame that holds more than the declared length.
+            let mut out = Vec::with_capacity(len);
+            dctx.decompress_using_ddict(&mut out, &zstd, d).map_err(zstd_err)?;
+            Ok(out)
+        }
+    });
+    match raw {
+        Ok(raw) if raw.len() as u64 == f.raw_len => Ok(raw),
+        Ok(raw) => Err(damaged(
+            e,
+            what,
+            format!("its frame holds {} bytes, not {}", raw.len(), f.raw_len),
+        )),
+        Err(err) => Err(damaged(e, what, err.to_string())),
+    }
+}
+
+/// Payload `e` out of `frame`, its frame's bytes ([`read_frame`]), checked
+/// against its name: a payload whose bytes do not hash to it is an error
+/// naming it and the pack, never returned as valid.
+pub fn payload_in_frame(frame: &[u8], e: &PackEntry, what: &str) -> Result<Vec<u8>> {
+    let bytes = usize::try_from(e.at)
+        .ok()
+        .zip(usize::try_from(e.raw_len).ok())
+        .and_then(|(at, len)| frame.get(at..at.checked_add(len)?))
+        .ok_or_else(|| damaged(e, what, format!("its frame holds {} bytes", frame.len())))?;
+    if PayloadRef::of(bytes) != e.id {
+        return Err(damaged(e, what, "its bytes do not hash to its name".into()));
+    }
+    Ok(bytes.to_vec())
+}
+
+fn damaged(e: &PackEntry, what: &str, detail: String) -> Error {
+    Error::corrupt(format!("payload {} in {what}", e.id), detail)
+}
+
+/// Reads one payload: its frame, decompressed, and the payload's bytes in
+/// it, checked against its name.
 pub fn read_payload(
     src: &dyn ObjectSource,
     e: &PackEntry,
     dictionary: Option<&Dictionary>,
     what: &str,
 ) -> Result<Vec<u8>> {
-    let zstd = src
-        .read_at(e.offset, e.zlen as usize)
-        .map_err(|err| Error::io(format!("read payload {} from {what}", e.id), err))?;
-    let blob = Blob::alone(e.id, e.raw_len, zstd.as_ref().into());
-    let Some(Dictionary(d)) = dictionary else {
-        return blob.decompress(what);
-    };
-    let raw = super::checked_len(e.raw_len).and_then(|len| {
-        let zstd_err = |code| std::io::Error::other(zstd::zstd_safe::get_error_name(code));
-        let mut dctx = zstd::zstd_safe::DCtx::try_create().ok_or_else(|| zstd_err(0))?;
-        // Fails on a frame that holds more than the declared length.
-        let mut out = Vec::with_capacity(len);
-        dctx.decompress_using_ddict(&mut out, &blob.frame.zstd, d)
-            .map_err(zstd_err)?;
-        Ok(out)
-    });
-    blob.check(raw, what)
+    payload_in_frame(&read_frame(src, e, dictionary, what)?, e, what)
+}
+
+/// Reads many payloads of one pack, decompressing a frame once for a run
+/// of its payloads: ask in frame order (sort the entries by
+/// `(frame.offset, at)`) and each frame is decompressed once.
+pub struct PackReader<'a> {
+    src: &'a dyn ObjectSource,
+    dictionary: Option<Dictionary>,
+    what: &'a str,
+    /// The frame read last, by offset.
+    last: Option<(u64, Vec<u8>)>,
+}
+
+impl<'a> PackReader<'a> {
+    /// A reader of the pack in `src`, whose index has `dictionary`.
+    pub fn new(src: &'a dyn ObjectSource, dictionary: Option<(u64, u32)>, what: &'a str) -> Result<PackReader<'a>> {
+        let dictionary = dictionary.map(|at| read_dictionary(src, at, what)).transpose()?;
+        Ok(PackReader {
+            src,
+            dictionary,
+            what,
+            last: None,
+        })
+    }
+
+    /// Payload `e`'s bytes, checked against its name.
+    pub fn read(&mut self, e: &PackEntry) -> Result<Vec<u8>> {
+        let frame = match self.last.take() {
+            Some((offset, frame)) if offset == e.frame.offset => frame,
+            _ => read_frame(self.src, e, self.dictionary.as_ref(), self.what)?,
+        };
+        let payload = payload_in_frame(&frame, e, self.what);
+        self.last = Some((e.frame.offset, frame));
+        payload
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::payload::{FrameBuilder, sort_by_frame};
     use crate::storage::{LocalStore, PartStore};
-
-    fn inputs(blobs: &[Blob]) -> Vec<PackInput<'_>> {
-        blobs.iter().map(PackInput::from).collect()
-    }
-
-    /// Writes a pack of `texts` as pack `id` and reads every payload back.
-    fn round_trip(store: &LocalStore, id: u64, texts: &[Vec<u8>], alone: bool) -> (Vec<u8>, PackIndex) {
-        let blobs: Vec<Blob> = texts
-            .iter()
-            .map(|t| Blob::compress(PayloadRef::of(t), t).unwrap())
-            .collect();
-        let mut ins = inputs(&blobs);
-        if !alone {
-            ins.iter_mut().for_each(|i| i.alone = None);
-        }
-        let (bytes, index) = encode(&ins, &|i| Ok(texts[i].clone())).unwrap();
-        store.put(&pack_name(id), &bytes).unwrap();
-        let src = store.open(&pack_name(id)).unwrap();
-        let read = read_index(&*src, "the pack").unwrap();
-        assert_eq!(read, index);
-        let dictionary = read.dictionary.map(|d| read_dictionary(&*src, d, "the pack").unwrap());
-        for (e, t) in read.entries.iter().zip(texts) {
-            assert_eq!(read_payload(&*src, e, dictionary.as_ref(), "the pack").unwrap(), *t);
-        }
-        (bytes, index)
-    }
 
     /// Words drawn by a xorshift generator from a vocabulary of 1,000.
     fn words(state: &mut u64, n: usize) -> String {
@@ -352,13 +415,66 @@ mod tests {
             .collect()
     }
 
+    fn framed(texts: &[Vec<u8>]) -> Vec<Blob> {
+        let mut fb = FrameBuilder::default();
+        for t in texts {
+            fb.push(PayloadRef::of(t), t).unwrap();
+        }
+        fb.finish().unwrap()
+    }
+
+    /// Reads every payload of pack `id` back, one by one and in frame
+    /// order, and returns its index.
+    fn read_back(store: &LocalStore, id: u64, texts: &[Vec<u8>]) -> PackIndex {
+        let src = store.open(&pack_name(id)).unwrap();
+        let index = read_index(&*src, "the pack").unwrap();
+        let dictionary = index.dictionary.map(|d| read_dictionary(&*src, d, "the pack").unwrap());
+        let mut reader = PackReader::new(&*src, index.dictionary, "the pack").unwrap();
+        let by_id: std::collections::HashMap<PayloadRef, &Vec<u8>> =
+            texts.iter().map(|t| (PayloadRef::of(t), t)).collect();
+        assert_eq!(index.entries.len(), by_id.len());
+        for e in &index.entries {
+            let t = by_id[&e.id];
+            assert_eq!(read_payload(&*src, e, dictionary.as_ref(), "the pack").unwrap(), *t);
+            assert_eq!(reader.read(e).unwrap(), *t);
+        }
+        index
+    }
+
     #[test]
-    fn packs_round_trip_and_damage_is_refused() {
+    fn packs_hold_frames_as_they_are_and_damage_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let store = LocalStore::open(dir.path(), &["payloads"]).unwrap();
-        let texts: Vec<Vec<u8>> = vec![b"".to_vec(), b"first".to_vec(), vec![3u8; 50_000]];
-        let (bytes, index) = round_trip(&store, 1, &texts, true);
-        assert_eq!(index.dictionary, None, "three payloads: too few for a dictionary");
+        let mut texts = prompts(300);
+        texts.insert(0, Vec::new());
+        texts.push(vec![3u8; super::super::FRAME_RAW_BYTES + 1]);
+        let blobs = framed(&texts);
+        let mut refs: Vec<&Blob> = blobs.iter().collect();
+        sort_by_frame(&mut refs);
+        let (bytes, index) = encode(&refs).unwrap();
+        let frames: usize = blobs.chunk_by(|a, b| Arc::ptr_eq(&a.frame, &b.frame)).count();
+        assert!(frames > 2, "{frames} frames");
+        // Each frame once, as it is: the pack is the frames and an index.
+        let zstd: usize = blobs
+            .chunk_by(|a, b| Arc::ptr_eq(&a.frame, &b.frame))
+            .map(|run| run[0].frame.zstd.len())
+            .sum();
+        assert_eq!(
+            index.entries.last().unwrap().frame.offset as usize + index.entries.last().unwrap().frame.zlen as usize,
+            zstd
+        );
+        let raw: usize = texts.iter().map(Vec::len).sum();
+        assert!(
+            zstd * 5 < raw,
+            "{zstd} bytes for {raw}: shared prompts compress together"
+        );
+        let shares: u64 = index.entries.iter().map(PackEntry::stored_bytes).sum();
+        assert!(
+            shares.abs_diff(zstd as u64) < index.entries.len() as u64,
+            "{shares} ≈ {zstd}"
+        );
+        store.put(&pack_name(1), &bytes).unwrap();
+        assert_eq!(read_back(&store, 1, &texts), index);
         assert_eq!(parse_pack_name(&pack_name(1)), Some(1));
         assert_eq!(parse_pack_name("payloads/x.pack"), None);
         // A damaged index or tail is an error naming the pack.
@@ -369,124 +485,126 @@ mod tests {
             let err = read_index(&*store.open(&pack_name(2)).unwrap(), "pack 2").unwrap_err();
             assert!(err.to_string().contains("pack 2"), "{err}");
         }
-        // Damaged payload bytes read, but fail their hash.
+        // A damaged frame: its payloads read right or fail, naming
+        // themselves and the pack; never wrong.
+        let e = index.entries[5];
         let mut damaged = bytes.clone();
-        damaged[index.entries[2].offset as usize + 5] ^= 0x01;
+        damaged[(e.frame.offset + e.frame.zlen as u64 / 2) as usize] ^= 0x01;
         store.put(&pack_name(3), &damaged).unwrap();
         let src = store.open(&pack_name(3)).unwrap();
-        let e = read_index(&*src, "pack 3").unwrap().entries[2];
-        let err = read_payload(&*src, &e, None, "pack 3").unwrap_err().to_string();
-        assert!(err.contains("pack 3") && err.contains(&e.id.to_string()), "{err}");
+        let by_id: std::collections::HashMap<PayloadRef, &Vec<u8>> =
+            texts.iter().map(|t| (PayloadRef::of(t), t)).collect();
+        let mut failed = 0;
+        for f in index.entries.iter().filter(|f| f.frame == e.frame) {
+            match read_payload(&*src, f, None, "pack 3") {
+                Ok(bytes) => assert_eq!(bytes, *by_id[&f.id]),
+                Err(err) => {
+                    let err = err.to_string();
+                    assert!(err.contains("pack 3") && err.contains(&f.id.to_string()), "{err}");
+                    failed += 1;
+                }
+            }
+        }
+        assert!(failed > 0, "the damage went unnoticed");
+        // An entry whose bytes are another's is refused by its hash.
+        let mut liar = index.entries[2];
+        liar.id = index.entries[3].id;
+        let src = store.open(&pack_name(1)).unwrap();
+        assert!(read_payload(&*src, &liar, None, "pack 1").is_err());
+    }
+
+    /// An index whose entry reaches past its frame is refused on open.
+    #[test]
+    fn an_entry_outside_its_frame_is_refused() {
+        let texts = prompts(3);
+        let blobs = framed(&texts);
+        let refs: Vec<&Blob> = blobs.iter().collect();
+        let (bytes, _) = encode(&refs).unwrap();
+        let index_offset = u64::from_le_bytes(bytes[bytes.len() - 8..].try_into().unwrap());
+        let body = PACK_INDEX.open(&bytes[index_offset as usize..bytes.len() - 8]).unwrap();
+        let wire: IndexV3 = postcard::from_bytes(&body).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path(), &["payloads"]).unwrap();
+        for (n, damage) in [
+            |w: &mut IndexV3| w.entries[1].at = w.frames[0].raw_len,
+            |w: &mut IndexV3| w.entries[0].frame = 7,
+            |w: &mut IndexV3| w.frames[0].zlen += 1,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut w = wire.clone();
+            damage(&mut w);
+            let mut pack = bytes[..index_offset as usize].to_vec();
+            pack.extend_from_slice(&PACK_INDEX.seal(&postcard::to_stdvec(&w).unwrap(), 3).unwrap());
+            pack.extend_from_slice(&index_offset.to_le_bytes());
+            store.put(&pack_name(n as u64), &pack).unwrap();
+            let err = read_index(&*store.open(&pack_name(n as u64)).unwrap(), "the pack").unwrap_err();
+            assert!(err.to_string().contains("the pack"), "{err}");
+        }
+    }
+
+    /// Payloads compressed alone, as earlier builds wrote them: the frames
+    /// then the index, `dictionary` first when given.
+    fn alone_pack(texts: &[Vec<u8>], version: u32, dictionary: Option<&[u8]>) -> Vec<u8> {
+        let mut bytes = dictionary.unwrap_or_default().to_vec();
+        let mut compressor = dictionary.map(|d| zstd::bulk::Compressor::with_dictionary(3, d).unwrap());
+        let mut entries = Vec::new();
+        for t in texts {
+            let z = match &mut compressor {
+                Some(c) => c.compress(t).unwrap(),
+                None => zstd::bulk::compress(t, 3).unwrap(),
+            };
+            entries.push(AloneEntry {
+                id: PayloadRef::of(t),
+                offset: bytes.len() as u64,
+                zlen: z.len() as u32,
+                raw_len: t.len() as u64,
+            });
+            bytes.extend_from_slice(&z);
+        }
+        let index_offset = bytes.len() as u64;
+        let envelope = Envelope { version, ..PACK_INDEX };
+        let body = match version {
+            FIRST_VERSION => postcard::to_stdvec(&entries).unwrap(),
+            _ => postcard::to_stdvec(&IndexV2 {
+                dictionary: dictionary.map(|d| (0, d.len() as u32)),
+                entries,
+            })
+            .unwrap(),
+        };
+        bytes.extend_from_slice(&envelope.seal(&body, 3).unwrap());
+        bytes.extend_from_slice(&index_offset.to_le_bytes());
+        bytes
     }
 
     #[test]
-    fn a_dictionary_shrinks_payloads_that_share_text() {
+    fn packs_of_earlier_versions_still_read() {
+        let texts = prompts(40);
+        let dictionary = texts[..3].concat();
         let dir = tempfile::tempdir().unwrap();
         let store = LocalStore::open(dir.path(), &["payloads"]).unwrap();
-        let texts = prompts(300);
-        let alone: usize = texts
-            .iter()
-            .map(|t| Blob::compress(PayloadRef::of(t), t).unwrap().frame.zstd.len())
-            .sum();
-        for (id, have_alone) in [(1, true), (2, false)] {
-            let (bytes, index) = round_trip(&store, id, &texts, have_alone);
-            let (_, dict_len) = index.dictionary.expect("a dictionary");
-            assert!(dict_len > 0);
-            assert!(
-                bytes.len() * 2 < alone,
-                "{} bytes with a dictionary, {alone} alone",
-                bytes.len()
-            );
+        for (id, version, dictionary) in [(1, 1, None), (2, 2, None), (3, 2, Some(&dictionary[..]))] {
+            store
+                .put(&pack_name(id), &alone_pack(&texts, version, dictionary))
+                .unwrap();
+            let index = read_back(&store, id, &texts);
+            assert_eq!(index.dictionary.is_some(), dictionary.is_some());
+            assert!(index.entries.iter().all(|e| e.at == 0 && e.frame.raw_len == e.raw_len));
+            assert_eq!(index.entries[0].stored_bytes(), u64::from(index.entries[0].frame.zlen));
         }
         // A damaged dictionary makes payloads fail their check, naming them.
-        let (bytes, index) = round_trip(&store, 3, &texts, true);
-        let (offset, len) = index.dictionary.unwrap();
-        let mut damaged = bytes.clone();
-        damaged[(offset + len as u64 / 2) as usize] ^= 0x10;
+        let mut damaged = alone_pack(&texts, 2, Some(&dictionary));
+        damaged[dictionary.len() / 2] ^= 0x10;
         store.put(&pack_name(4), &damaged).unwrap();
         let src = store.open(&pack_name(4)).unwrap();
-        let d = read_dictionary(&*src, (offset, len), "pack 4").unwrap();
+        let index = read_index(&*src, "pack 4").unwrap();
+        let d = read_dictionary(&*src, index.dictionary.unwrap(), "pack 4").unwrap();
         let failed = index
             .entries
             .iter()
             .filter(|e| read_payload(&*src, e, Some(&d), "pack 4").is_err())
             .count();
         assert!(failed > 0, "a damaged dictionary went unnoticed");
-    }
-
-    /// Raw content that begins like a trained dictionary would be read as
-    /// one (and refused, or worse): the sample never begins that way.
-    #[test]
-    fn payloads_that_begin_like_a_trained_dictionary_still_round_trip() {
-        let texts: Vec<Vec<u8>> = prompts(300)
-            .into_iter()
-            .map(|t| [&TRAINED_DICTIONARY_MAGIC[..], &TRAINED_DICTIONARY_MAGIC[..], &t].concat())
-            .collect();
-        let dir = tempfile::tempdir().unwrap();
-        let store = LocalStore::open(dir.path(), &["payloads"]).unwrap();
-        let (bytes, index) = round_trip(&store, 1, &texts, true);
-        let (offset, len) = index.dictionary.expect("a dictionary");
-        let dictionary = &bytes[offset as usize..][..len as usize];
-        assert!(!dictionary.starts_with(&TRAINED_DICTIONARY_MAGIC));
-        assert!(len as usize > texts[0].len(), "it samples several payloads");
-    }
-
-    #[test]
-    fn a_dictionary_that_saves_nothing_is_left_out() {
-        // Random bytes share nothing: compressed alone they are as small.
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let texts: Vec<Vec<u8>> = (0..64)
-            .map(|_| {
-                (0..16 << 10)
-                    .map(|_| {
-                        state ^= state << 13;
-                        state ^= state >> 7;
-                        state ^= state << 17;
-                        state as u8
-                    })
-                    .collect()
-            })
-            .collect();
-        let dir = tempfile::tempdir().unwrap();
-        let store = LocalStore::open(dir.path(), &["payloads"]).unwrap();
-        let (_, index) = round_trip(&store, 1, &texts, true);
-        assert_eq!(index.dictionary, None);
-    }
-
-    #[test]
-    fn packs_written_before_dictionaries_still_read() {
-        let texts = prompts(40);
-        let blobs: Vec<Blob> = texts
-            .iter()
-            .map(|t| Blob::compress(PayloadRef::of(t), t).unwrap())
-            .collect();
-        // Version 1: the frames, then the bare list of entries.
-        let mut bytes = Vec::new();
-        let mut entries = Vec::new();
-        for b in &blobs {
-            entries.push(PackEntry {
-                id: b.id,
-                offset: bytes.len() as u64,
-                zlen: b.frame.zstd.len() as u32,
-                raw_len: b.raw_len,
-            });
-            bytes.extend_from_slice(&b.frame.zstd);
-        }
-        let index_offset = bytes.len() as u64;
-        let v1 = Envelope {
-            version: 1,
-            ..PACK_INDEX
-        };
-        bytes.extend_from_slice(&v1.seal(&postcard::to_stdvec(&entries).unwrap(), 3).unwrap());
-        bytes.extend_from_slice(&index_offset.to_le_bytes());
-        let dir = tempfile::tempdir().unwrap();
-        let store = LocalStore::open(dir.path(), &["payloads"]).unwrap();
-        store.put(&pack_name(1), &bytes).unwrap();
-        let src = store.open(&pack_name(1)).unwrap();
-        let index = read_index(&*src, "pack 1").unwrap();
-        assert_eq!((index.dictionary, &index.entries), (None, &entries));
-        for (e, t) in index.entries.iter().zip(&texts) {
-            assert_eq!(read_payload(&*src, e, None, "pack 1").unwrap(), *t);
-        }
     }
 }

@@ -1,7 +1,7 @@
 //! The packs of a data directory and the resident index over them:
-//! reference → (pack, offset, length). Memory is O(payloads): about 100
-//! bytes each, never their bytes; and the dictionaries of the few packs
-//! read last.
+//! reference → (pack, frame, where in it). Memory is O(payloads): about 100
+//! bytes each, never their bytes; and the frames and dictionaries of the
+//! few packs read last.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,15 +9,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
 
-use super::pack::{self, Dictionary, PackEntry, PackIndex, PackInput};
-use super::{Blob, FrameCache, PayloadRef};
+use super::pack::{self, Dictionary, PackEntry, PackIndex, PackReader};
+use super::{Blob, FrameBuilder, FrameCache, PayloadRef};
 use crate::error::Result;
 use crate::hash::FastMap;
 use crate::storage::{ObjectSource, PartStore};
 
-/// Decompressed frames a pack writer keeps: it reads them in order, so a
-/// few suffice.
+/// Decompressed frames a pack writer keeps, for the payloads it frames
+/// anew: it reads them in order, so a few suffice.
 const PACK_FRAME_CACHE_BYTES: usize = 4 << 20;
+
+/// Decompressed frames kept for reads (the payloads of one trace or one
+/// page of results mostly share a few frames): a frame is a megabyte at
+/// most, so memory stays bounded.
+const RECENT_FRAMES: usize = 4;
 
 /// Counters for `/api/v1/stats`.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
@@ -68,7 +73,12 @@ pub struct PayloadStore {
     next_pack: AtomicU64,
     /// (pack id, its dictionary), the most recently used last.
     dictionaries: Mutex<Vec<(u64, Arc<Dictionary>)>>,
+    /// Frames read last, the most recently used last.
+    frames: Mutex<Vec<(FrameAt, Arc<[u8]>)>>,
 }
+
+/// A frame of a pack: (pack id, its offset there).
+type FrameAt = (u64, u64);
 
 impl PayloadStore {
     /// The object prefix packs live under.
@@ -92,6 +102,7 @@ impl PayloadStore {
             index: RwLock::new(index),
             next_pack: AtomicU64::new(max_id + 1),
             dictionaries: Mutex::new(Vec::new()),
+            frames: Mutex::new(Vec::new()),
         })
     }
 
@@ -148,11 +159,32 @@ impl PayloadStore {
             (pack.src.clone(), *entry, pack.id, pack.dictionary)
         };
         let what = self.store.describe(&pack::pack_name(pack_id));
-        let dictionary = match dictionary {
-            Some(at) => Some(self.dictionary(pack_id, &*src, at, &what)?),
-            None => None,
+        let key = (pack_id, entry.frame.offset);
+        let cached = {
+            let mut frames = self.frames.lock();
+            let found = frames.iter().position(|(k, _)| *k == key).map(|i| frames.remove(i));
+            found.inspect(|hit| frames.push(hit.clone()))
         };
-        pack::read_payload(&*src, &entry, dictionary.as_deref(), &what).map(Some)
+        let frame = match cached {
+            Some((_, frame)) => frame,
+            None => {
+                let dictionary = match dictionary {
+                    Some(at) => Some(self.dictionary(pack_id, &*src, at, &what)?),
+                    None => None,
+                };
+                let frame: Arc<[u8]> = pack::read_frame(&*src, &entry, dictionary.as_deref(), &what)?.into();
+                let mut frames = self.frames.lock();
+                if !frames.iter().any(|(k, _)| *k == key) {
+                    if frames.len() == RECENT_FRAMES {
+                        frames.remove(0);
+                    }
+                    frames.push((key, frame.clone()));
+                }
+                frame
+            }
+        };
+        // Checked on every read, cached frame or not.
+        pack::payload_in_frame(&frame, &entry, &what).map(Some)
     }
 
     /// Pack `id`'s dictionary, from the cache or read at `at`.
@@ -177,14 +209,26 @@ impl PayloadStore {
     }
 
     /// Writes the blobs not stored yet as one pack, durably, then makes
-    /// them visible. Returns how many were new. The blobs are a hot
-    /// tier's, so their bytes are trusted ([`Blob::decompress_trusted`]).
+    /// them visible. Returns how many were new. `blobs` are all a hot
+    /// tier holds, so their bytes are trusted ([`Blob::decompress_trusted`]).
+    ///
+    /// A frame goes into the pack as it is when every byte of it belongs
+    /// to one of `blobs`. One that also holds a payload the tier dropped
+    /// (garbage, once no row of the tier refers to it) is not written: the
+    /// new payloads in it are framed anew, so no byte of a dropped payload
+    /// reaches a pack.
     pub fn write_pack<'a>(&self, blobs: impl IntoIterator<Item = &'a Blob>) -> Result<usize> {
         let mut new: Vec<&Blob> = Vec::new();
+        // Per frame, the bytes of it that `blobs` hold.
+        let mut held: crate::hash::FastMap<usize, u64> = Default::default();
         {
             let ix = self.index.read();
             let mut seen = crate::hash::FastSet::default();
+            let mut places = crate::hash::FastSet::default();
             for b in blobs {
+                if places.insert((b.frame_key(), b.offset, b.raw_len)) {
+                    *held.entry(b.frame_key()).or_default() += b.raw_len;
+                }
                 if !ix.entries.contains_key(&b.id) && seen.insert(b.id) {
                     new.push(b);
                 }
@@ -193,13 +237,23 @@ impl PayloadStore {
         if new.is_empty() {
             return Ok(0);
         }
-        // In frame order, each frame is decompressed once: the dictionary
-        // sample reads a few payloads ahead, then the pack reads them all
-        // in this order.
-        super::sort_by_frame(&mut new);
-        let frames = FrameCache::new(PACK_FRAME_CACHE_BYTES);
-        let inputs: Vec<PackInput> = new.iter().map(|b| PackInput::from(*b)).collect();
-        let (bytes, index) = pack::encode(&inputs, &|i| frames.read_trusted(new[i], "the hot tier"))?;
+        let (whole, partial): (Vec<&Blob>, Vec<&Blob>) = new
+            .into_iter()
+            .partition(|b| held.get(&b.frame_key()) == Some(&b.frame.raw_len));
+        let mut reframed = FrameBuilder::default();
+        if !partial.is_empty() {
+            let mut partial = partial;
+            super::sort_by_frame(&mut partial);
+            let frames = FrameCache::new(PACK_FRAME_CACHE_BYTES);
+            for b in partial {
+                reframed.push(b.id, &frames.read_trusted(b, "the hot tier")?)?;
+            }
+        }
+        let reframed = reframed.finish()?;
+        let mut all: Vec<&Blob> = whole.into_iter().chain(&reframed).collect();
+        super::sort_by_frame(&mut all);
+        let written = all.len();
+        let (bytes, index) = pack::encode(&all)?;
         let id = self.next_pack.fetch_add(1, Ordering::SeqCst);
         let name = pack::pack_name(id);
         // Committed (fsynced and renamed into place) before anything that
@@ -208,7 +262,7 @@ impl PayloadStore {
         self.store.put(&name, &bytes)?;
         let src = self.store.open(&name)?;
         self.index.write().add(src, id, index);
-        Ok(new.len())
+        Ok(written)
     }
 
     pub fn stats(&self) -> PayloadStats {
@@ -225,7 +279,7 @@ impl PayloadStore {
         for id in dead {
             if let Some((pack, e)) = ix.entries.remove(&id) {
                 ix.stats.payloads -= 1;
-                ix.stats.payload_bytes -= e.zlen as u64;
+                ix.stats.payload_bytes -= e.stored_bytes();
                 ix.stats.payload_logical_bytes -= e.raw_len;
                 report.removed += 1;
                 packs.push(pack);
@@ -248,7 +302,7 @@ impl PayloadStore {
             let live: Vec<PackEntry> = ix.entries.values().filter(|(p, _)| *p == id).map(|(_, e)| *e).collect();
             (pack.src.clone(), pack.dictionary, live, pack.src.len())
         };
-        let live_bytes: u64 = live.iter().map(|e| e.zlen as u64).sum();
+        let live_bytes: u64 = live.iter().map(PackEntry::stored_bytes).sum();
         if !live.is_empty() && live_bytes * 2 > len && !force {
             return Ok(());
         }
@@ -256,23 +310,18 @@ impl PayloadStore {
         let what = self.store.describe(&name);
         let mut written = 0;
         if !live.is_empty() {
-            // The new pack samples its own dictionary from the payloads
-            // it keeps: nothing of a dropped payload stays in it.
-            let dictionary = match dictionary {
-                Some(at) => Some(pack::read_dictionary(&*src, at, &what)?),
-                None => None,
-            };
-            let inputs: Vec<PackInput> = live
-                .iter()
-                .map(|e| PackInput {
-                    id: e.id,
-                    raw_len: e.raw_len,
-                    alone: None,
-                })
-                .collect();
-            let (bytes, index) = pack::encode(&inputs, &|i| {
-                pack::read_payload(&*src, &live[i], dictionary.as_ref(), &what)
-            })?;
+            // The payloads kept are framed anew: nothing of a dropped one
+            // stays in the new pack. In frame order, each old frame is
+            // decompressed once.
+            let mut live = live;
+            live.sort_unstable_by_key(|e| (e.frame.offset, e.at));
+            let mut reader = PackReader::new(&*src, dictionary, &what)?;
+            let mut framed = FrameBuilder::default();
+            for e in &live {
+                framed.push(e.id, &reader.read(e)?)?;
+            }
+            let framed = framed.finish()?;
+            let (bytes, index) = pack::encode(&framed.iter().collect::<Vec<_>>())?;
             let new_id = self.next_pack.fetch_add(1, Ordering::SeqCst);
             let new_name = pack::pack_name(new_id);
             self.store.put(&new_name, &bytes)?;
@@ -310,6 +359,7 @@ impl PayloadStore {
             ix.packs.remove(&id);
             ix.stats.payload_packs -= 1;
         }
+        self.frames.lock().retain(|((pack, _), _)| *pack != id);
         // Readers holding the old source keep reading it: an open file
         // outlives its name.
         self.store.remove(&name)?;
@@ -330,7 +380,7 @@ impl Index {
             let keep = *pack != id;
             if !keep {
                 stats.payloads -= 1;
-                stats.payload_bytes -= e.zlen as u64;
+                stats.payload_bytes -= e.stored_bytes();
                 stats.payload_logical_bytes -= e.raw_len;
             }
             keep
@@ -351,7 +401,7 @@ impl Index {
             if let std::collections::hash_map::Entry::Vacant(v) = self.entries.entry(e.id) {
                 v.insert((id, e));
                 self.stats.payloads += 1;
-                self.stats.payload_bytes += e.zlen as u64;
+                self.stats.payload_bytes += e.stored_bytes();
                 self.stats.payload_logical_bytes += e.raw_len;
             }
         }
@@ -384,5 +434,63 @@ mod tests {
         // New packs do not reuse an id.
         s.write_pack([&blob(b"third")]).unwrap();
         assert_eq!(PayloadStore::open(open_store()).unwrap().stats().payload_packs, 2);
+    }
+
+    /// A frame whose payloads are all written goes into the pack as it is;
+    /// one holding a payload the tier dropped does not, and no byte of the
+    /// dropped payload reaches the pack.
+    #[test]
+    fn frames_go_into_packs_whole_unless_they_hold_a_dropped_payload() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = PayloadStore::open(Arc::new(LocalStore::open(dir.path(), &["payloads"]).unwrap())).unwrap();
+        let texts: Vec<Vec<u8>> = ["kept first ", "dropped secret ", "kept last "]
+            .iter()
+            .map(|t| t.repeat(200).into_bytes())
+            .collect();
+        let framed = |texts: &[Vec<u8>]| {
+            let mut fb = FrameBuilder::default();
+            for t in texts {
+                fb.push(PayloadRef::of(t), t).unwrap();
+            }
+            fb.finish().unwrap()
+        };
+        let pack_data = |id: u64| {
+            let src = s.store.open(&pack::pack_name(id)).unwrap();
+            let index = pack::read_index(&*src, "pack").unwrap();
+            let frames: Vec<Vec<u8>> = index
+                .entries
+                .iter()
+                .map(|e| pack::read_frame(&*src, e, None, "pack").unwrap())
+                .collect();
+            (index, frames)
+        };
+        let whole = framed(&texts);
+        assert_eq!(s.write_pack(&whole).unwrap(), 3);
+        let (index, _) = pack_data(1);
+        assert!(
+            index.entries.iter().all(|e| e.frame == index.entries[0].frame),
+            "one frame"
+        );
+        assert_eq!(
+            index.entries[0].frame.zlen as usize,
+            whole[0].frame.zstd.len(),
+            "as it was"
+        );
+
+        let other: Vec<Vec<u8>> = texts.iter().map(|t| [b"other ".as_slice(), t].concat()).collect();
+        let blobs = framed(&other);
+        assert_eq!(s.write_pack([&blobs[0], &blobs[2]]).unwrap(), 2);
+        let (index, frames) = pack_data(2);
+        assert_eq!(index.entries.len(), 2);
+        for frame in &frames {
+            assert!(
+                !frame.windows(14).any(|w| w == b"dropped secret"),
+                "a dropped payload's bytes"
+            );
+        }
+        for (b, t) in [(&blobs[0], &other[0]), (&blobs[2], &other[2])] {
+            assert_eq!(s.read(&b.id).unwrap().unwrap(), *t);
+        }
+        assert!(s.read(&blobs[1].id).unwrap().is_none());
     }
 }
