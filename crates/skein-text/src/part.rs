@@ -10,6 +10,8 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+use rustc_hash::FxBuildHasher;
+
 use std::ops::{Deref, Range};
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
@@ -187,7 +189,21 @@ pub struct PartTextIndexBuilder {
     vocabulary: Vocabulary,
     /// [`VOCABULARY_TERMS`], smaller in tests.
     vocabulary_terms: usize,
+    /// Per shared text, the key of the group of well-known pieces it holds
+    /// (see [`add_shared`](Self::add_shared)), if any.
+    group_of: HashMap<u32, u32, FxBuildHasher>,
+    /// Per field, each group indexed: the xxh3 of its text → its text and
+    /// key.
+    groups: [HashMap<u64, (Box<str>, u32), FxBuildHasher>; 4],
+    /// Bytes of the groups' texts held.
+    group_bytes: usize,
+    /// [`GROUP_BYTES`]; 0 in tests that compare with groups off.
+    group_bytes_limit: usize,
 }
+
+/// Bytes of group texts a builder holds; past them, well-known pieces are
+/// indexed with each text that holds them, as any other.
+const GROUP_BYTES: usize = 16 << 20;
 
 impl PartTextIndexBuilder {
     pub fn new() -> Result<PartTextIndexBuilder, TextError> {
@@ -218,6 +234,10 @@ impl PartTextIndexBuilder {
             block_terms: Default::default(),
             vocabulary: Vocabulary::default(),
             vocabulary_terms: VOCABULARY_TERMS,
+            group_of: HashMap::default(),
+            groups: Default::default(),
+            group_bytes: 0,
+            group_bytes_limit: GROUP_BYTES,
         })
     }
 
@@ -254,10 +274,32 @@ impl PartTextIndexBuilder {
 
     /// Indexes a shared text (see [`links`](crate::links)) in `field`
     /// once, and returns its key for [`link`](Self::link).
+    ///
+    /// Shared texts share text with each other too: every request's
+    /// messages begin with one of a few system prompts. The pieces of a
+    /// text the vocabulary knows well ([`Vocabulary::text_with_known`]),
+    /// joined, are a *group*, indexed once as a shared text of its own; the
+    /// text's document holds the rest of its terms, and a row linked to the
+    /// text is linked to its group too. A text's terms are its document's
+    /// and its group's (pieces are cut after whitespace, so the terms of
+    /// pieces joined are the union of theirs), so candidates are what they
+    /// were, at a fraction of the postings: a system prompt's terms are
+    /// posted once per group, not once per request.
     pub fn add_shared(&mut self, field: Field, text: &str) -> Result<u32, TextError> {
         let key = self.links.new_key()?;
         let mut terms = Terms::default();
-        terms.add(&mut self.vocabulary, field, text);
+        let mut known = Vec::new();
+        let ids = &mut terms.ids[field.index()];
+        self.vocabulary.text_with_known(text, ids, &mut known);
+        if !known.is_empty() {
+            let group: String = known.into_iter().map(|r| &text[r]).collect();
+            match self.group_key(field, &group)? {
+                Some(g) => {
+                    self.group_of.insert(key, g);
+                }
+                None => self.vocabulary.text(&group, &mut terms.ids[field.index()]),
+            }
+        }
         let doc = terms.take_doc(&mut self.vocabulary, &self.fields, SHARED | u64::from(key));
         // A block may be half gathered (a row's shared texts come with it).
         if self.block_terms.is_empty() {
@@ -269,13 +311,41 @@ impl PartTextIndexBuilder {
         Ok(key)
     }
 
+    /// The key of the group `group` in `field`, indexed as a shared text
+    /// the first time; `None` once the groups hold [`GROUP_BYTES`].
+    fn group_key(&mut self, field: Field, group: &str) -> Result<Option<u32>, TextError> {
+        let hash = xxhash_rust::xxh3::xxh3_64(group.as_bytes());
+        if let Some((text, key)) = self.groups[field.index()].get(&hash)
+            && **text == *group
+        {
+            return Ok(Some(*key));
+        }
+        if self.group_bytes + group.len() > self.group_bytes_limit {
+            return Ok(None);
+        }
+        let key = self.links.new_key()?;
+        let mut terms = Terms::default();
+        terms.add(&mut self.vocabulary, field, group);
+        if let Some(tdoc) = terms.take_doc(&mut self.vocabulary, &self.fields, SHARED | u64::from(key)) {
+            self.writer.add_document(tdoc)?;
+        }
+        self.group_bytes += group.len();
+        // Another group with this hash keeps its key and document; only
+        // this one is found by the hash from now on.
+        self.groups[field.index()].insert(hash, (group.into(), key));
+        Ok(Some(key))
+    }
+
     /// Row `row` holds the shared text `key`: it matches that text's terms.
     pub fn link(&mut self, row: u32, key: u32) -> Result<(), TextError> {
         self.rows.insert(row);
-        self.links
-            .link(key, row)
-            .map(|_| ())
-            .ok_or_else(|| TextError::Corrupt(format!("link to shared text {key}, which was never added")))
+        let group = self.group_of.get(&key).copied();
+        for key in std::iter::once(key).chain(group) {
+            self.links
+                .link(key, row)
+                .ok_or_else(|| TextError::Corrupt(format!("link to shared text {key}, which was never added")))?;
+        }
+        Ok(())
     }
 
     /// Writes the index and returns its bundle: the bytes of one file.
@@ -707,6 +777,75 @@ impl TermSource for Windowed<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Texts that share long prompts are indexed with each prompt's
+    /// well-known pieces once, as a group: the same candidates as without
+    /// groups, in a much smaller index.
+    #[test]
+    fn shared_texts_index_the_pieces_they_share_once() {
+        let prompt = |p: usize| -> String {
+            (0..80)
+                .map(|k| {
+                    format!(
+                        "Rule {k} of prompt{p}: check tool{} before topic{}. ",
+                        k * 37 % 101,
+                        k * k % 97
+                    )
+                })
+                .collect()
+        };
+        let prompts: Vec<String> = (0..3).map(prompt).collect();
+        let build = |groups: bool| {
+            let mut b = PartTextIndexBuilder::new().unwrap();
+            if !groups {
+                b.group_bytes_limit = 0;
+            }
+            for row in 0..600u32 {
+                let text = format!("{}user turn {row}: about tail{row}word", prompts[row as usize % 3]);
+                let key = b.add_shared(Field::Payload, &text).unwrap();
+                b.link(row, key).unwrap();
+            }
+            let grouped = b.group_of.len();
+            (PartTextIndex::open(b.finish().unwrap()).unwrap(), grouped)
+        };
+        let ((with, grouped), (without, none)) = (build(true), build(false));
+        assert!(grouped > 590, "{grouped} texts in groups");
+        assert_eq!(none, 0);
+        let postings = |ix: &PartTextIndex| -> u64 {
+            let mut n = 0;
+            for seg in &ix.segments {
+                let mut terms = seg.inverted[Field::Payload.index()].terms().stream().unwrap();
+                while terms.advance() {
+                    n += u64::from(terms.value().doc_freq);
+                }
+            }
+            n
+        };
+        let (p_with, p_without) = (postings(&with), postings(&without));
+        assert!(
+            p_with * 10 < p_without,
+            "{p_with} postings with groups, {p_without} without"
+        );
+        assert!(
+            with.bytes < without.bytes,
+            "{} bytes with groups, {} without",
+            with.bytes,
+            without.bytes
+        );
+        let rows = |f: &dyn Fn(u32) -> bool| (0..600u32).filter(|r| f(*r)).collect::<RoaringBitmap>();
+        for (q, want) in [
+            ("prompt1", rows(&|r| r % 3 == 1)),
+            ("tail17word", rows(&|r| r == 17)),
+            ("prompt2 AND tail17word", rows(&|r| r == 17)),
+            ("prompt0 AND tail17word", RoaringBitmap::new()),
+            ("tool36 OR tail5word", rows(&|_| true)),
+            ("payload:rule AND turn", rows(&|_| true)),
+        ] {
+            let query = Query::parse(q).unwrap();
+            assert_eq!(with.search(&query).unwrap(), want, "{q}");
+            assert_eq!(without.search(&query).unwrap(), want, "{q}");
+        }
+    }
 
     /// A version 2 bundle (no sources) reads as one source of the part's
     /// own rows, with the same answers.

@@ -2,6 +2,7 @@
 //! by the part index builder and the hot index.
 
 use std::collections::{HashMap, HashSet};
+use std::ops::Range;
 
 use rustc_hash::FxBuildHasher;
 
@@ -118,6 +119,19 @@ impl Vocabulary {
 
     /// Appends the ids of `text`'s terms to `out` (repeats included).
     pub(crate) fn text(&mut self, text: &str, out: &mut Vec<u32>) {
+        self.text_or_known(text, out, None);
+    }
+
+    /// [`text`](Self::text), except that the pieces of `text` this
+    /// vocabulary knows well (seen at least twice lately) are not added to
+    /// `out` but listed in `known`, as byte ranges of `text` in order: the
+    /// parts it shares with other texts (a system prompt), which an index
+    /// can keep once for all of them.
+    pub(crate) fn text_with_known(&mut self, text: &str, out: &mut Vec<u32>, known: &mut Vec<Range<usize>>) {
+        self.text_or_known(text, out, Some(known));
+    }
+
+    fn text_or_known(&mut self, text: &str, out: &mut Vec<u32>, mut known: Option<&mut Vec<Range<usize>>>) {
         for piece in crate::pieces::pieces(text) {
             if piece.len() < crate::pieces::MIN_PIECE {
                 for chunk in piece.split_ascii_whitespace() {
@@ -127,7 +141,14 @@ impl Vocabulary {
             }
             let hash = Memo::hash(piece);
             if let Some(ids) = self.pieces.get(hash, piece) {
-                out.extend_from_slice(ids);
+                match known.as_deref_mut() {
+                    Some(known) => {
+                        // A piece is a subslice of `text`.
+                        let start = piece.as_ptr() as usize - text.as_ptr() as usize;
+                        known.push(start..start + piece.len());
+                    }
+                    None => out.extend_from_slice(ids),
+                }
                 continue;
             }
             let start = out.len();

@@ -114,6 +114,18 @@ fn value() -> impl Strategy<Value = String> {
     ]
 }
 
+/// A shared text: as often as not a system prompt around a few words, so
+/// that the part index finds the prompt's pieces well known and indexes
+/// them once, as a group, for the texts that hold them.
+fn shared_value() -> impl Strategy<Value = String> {
+    let words = prop::collection::vec((prop::sample::select(VOCAB), prop::sample::select(SEPARATORS)), 0..4)
+        .prop_map(|words| words.into_iter().flat_map(|(w, s)| [w, s]).collect::<String>());
+    prop_oneof![
+        1 => value(),
+        1 => (words.clone(), words).prop_map(|(a, b)| format!("{a} {} {b}", system_prompt())),
+    ]
+}
+
 /// Rules, each naming different words, long enough to be cut into several
 /// pieces that recur whole from one text to the next.
 fn system_prompt() -> String {
@@ -177,8 +189,8 @@ proptest! {
 
     #[test]
     fn indexes_never_lose_a_hit_and_agree_with_a_scan(
-        docs in prop::collection::vec((doc(), prop::collection::vec(0usize..6, 0..3)), 1..12),
-        shared in prop::collection::vec((field(), value()), 6),
+        docs in prop::collection::vec((doc(), prop::collection::vec(0usize..8, 0..3)), 1..12),
+        shared in prop::collection::vec((field(), shared_value()), 8),
         queries in prop::collection::vec(query(), 1..8),
         stride in 1u32..5,
         reversed in any::<bool>(),
