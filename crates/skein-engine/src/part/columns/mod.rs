@@ -83,8 +83,9 @@ pub(crate) fn attrs_json_len_hint(attrs: &[KeyValue]) -> usize {
 #[derive(Default)]
 pub(crate) struct SharedJson<'a> {
     resource_slots: crate::hash::FastMap<*const Resource, u32>,
-    /// Each resource with its JSON.
-    resources: Vec<(&'a Resource, String)>,
+    /// Each resource's JSON and service name (looked up once, not per
+    /// row: it is a scan of the resource's attributes).
+    resources: Vec<(String, &'a str)>,
     scope_slots: crate::hash::FastMap<*const Scope, u32>,
     scopes: Vec<String>,
 }
@@ -95,7 +96,8 @@ impl<'a> SharedJson<'a> {
         let next = self.resources.len() as u32;
         let slot = *self.resource_slots.entry(Arc::as_ptr(r)).or_insert(next);
         if slot == next {
-            self.resources.push((r, to_json_string(&OtlpResource(r))));
+            self.resources
+                .push((to_json_string(&OtlpResource(r)), r.service_name()));
         }
         slot
     }
@@ -110,11 +112,11 @@ impl<'a> SharedJson<'a> {
     }
 
     pub fn resource_json(&self, slot: u32) -> &str {
-        &self.resources[slot as usize].1
+        &self.resources[slot as usize].0
     }
 
     pub fn service(&self, slot: u32) -> &'a str {
-        self.resources[slot as usize].0.service_name()
+        self.resources[slot as usize].1
     }
 
     pub fn scope_json(&self, slot: u32) -> &str {
