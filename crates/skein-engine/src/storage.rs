@@ -155,15 +155,16 @@ impl ObjectSource for LocalFile {
         // place and only ever deleted, and deleting keeps the mapping valid.
         // The data directory is this process's alone (lock file).
         let map = unsafe { memmap2::Mmap::map(&self.file)? };
-        Ok(Some(Arc::new(MappedFile(Bytes::from_owner(map)))))
+        Ok(Some(Arc::new(InMemoryObject(Bytes::from_owner(map)))))
     }
 }
 
-/// A local file mapped into memory, for point reads (scans stay on `pread`,
-/// so they do not count a whole part in the resident set).
-struct MappedFile(Bytes);
+/// An object whose bytes are in memory: a local file mapped for point
+/// reads (scans stay on `pread`, so they do not count a whole part in the
+/// resident set), or bytes at hand (tests, fuzz targets).
+pub struct InMemoryObject(pub Bytes);
 
-impl ObjectSource for MappedFile {
+impl ObjectSource for InMemoryObject {
     fn len(&self) -> u64 {
         self.0.len() as u64
     }
@@ -173,7 +174,7 @@ impl ObjectSource for MappedFile {
             .and_then(|start| Some(start..start.checked_add(len)?))
             .filter(|r| r.end <= self.0.len())
             .map(|r| self.0.slice(r))
-            .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end of a mapped file"))
+            .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end of an object in memory"))
     }
 }
 
