@@ -71,10 +71,51 @@ pub struct PayloadStore {
     store: Arc<dyn PartStore>,
     index: RwLock<Index>,
     next_pack: AtomicU64,
-    /// (pack id, its dictionary), the most recently used last.
-    dictionaries: Mutex<Vec<(u64, Arc<Dictionary>)>>,
-    /// Frames read last, the most recently used last.
-    frames: Mutex<Vec<(FrameAt, Arc<[u8]>)>>,
+    /// Dictionaries by pack id.
+    dictionaries: Recent<u64, Arc<Dictionary>>,
+    /// Decompressed frames.
+    frames: Recent<FrameAt, Arc<[u8]>>,
+}
+
+/// The few values used last, by key, the most recently used last: a cache
+/// whose memory is bounded by its length.
+struct Recent<K, V> {
+    cap: usize,
+    items: Mutex<Vec<(K, V)>>,
+}
+
+impl<K: PartialEq, V: Clone> Recent<K, V> {
+    fn new(cap: usize) -> Recent<K, V> {
+        Recent {
+            cap,
+            items: Mutex::new(Vec::with_capacity(cap)),
+        }
+    }
+
+    fn get(&self, key: &K) -> Option<V> {
+        let mut items = self.items.lock();
+        let at = items.iter().position(|(k, _)| k == key)?;
+        let hit = items.remove(at);
+        let value = hit.1.clone();
+        items.push(hit);
+        Some(value)
+    }
+
+    /// Keeps `value` (unless another thread put one for `key` meanwhile),
+    /// forgetting the least recently used past the cap.
+    fn put(&self, key: K, value: V) {
+        let mut items = self.items.lock();
+        if !items.iter().any(|(k, _)| *k == key) {
+            if items.len() == self.cap {
+                items.remove(0);
+            }
+            items.push((key, value));
+        }
+    }
+
+    fn retain(&self, keep: impl Fn(&K) -> bool) {
+        self.items.lock().retain(|(k, _)| keep(k));
+    }
 }
 
 /// A frame of a pack: (pack id, its offset there).
@@ -101,8 +142,8 @@ impl PayloadStore {
             store,
             index: RwLock::new(index),
             next_pack: AtomicU64::new(max_id + 1),
-            dictionaries: Mutex::new(Vec::new()),
-            frames: Mutex::new(Vec::new()),
+            dictionaries: Recent::new(CACHED_DICTIONARIES),
+            frames: Recent::new(RECENT_FRAMES),
         })
     }
 
@@ -160,26 +201,15 @@ impl PayloadStore {
         };
         let what = self.store.describe(&pack::pack_name(pack_id));
         let key = (pack_id, entry.frame.offset);
-        let cached = {
-            let mut frames = self.frames.lock();
-            let found = frames.iter().position(|(k, _)| *k == key).map(|i| frames.remove(i));
-            found.inspect(|hit| frames.push(hit.clone()))
-        };
-        let frame = match cached {
-            Some((_, frame)) => frame,
+        let frame = match self.frames.get(&key) {
+            Some(frame) => frame,
             None => {
                 let dictionary = match dictionary {
                     Some(at) => Some(self.dictionary(pack_id, &*src, at, &what)?),
                     None => None,
                 };
                 let frame: Arc<[u8]> = pack::read_frame(&*src, &entry, dictionary.as_deref(), &what)?.into();
-                let mut frames = self.frames.lock();
-                if !frames.iter().any(|(k, _)| *k == key) {
-                    if frames.len() == RECENT_FRAMES {
-                        frames.remove(0);
-                    }
-                    frames.push((key, frame.clone()));
-                }
+                self.frames.put(key, frame.clone());
                 frame
             }
         };
@@ -189,22 +219,11 @@ impl PayloadStore {
 
     /// Pack `id`'s dictionary, from the cache or read at `at`.
     fn dictionary(&self, id: u64, src: &dyn ObjectSource, at: (u64, u32), what: &str) -> Result<Arc<Dictionary>> {
-        let cached = {
-            let mut cache = self.dictionaries.lock();
-            let found = cache.iter().position(|(p, _)| *p == id).map(|i| cache.remove(i));
-            found.inspect(|hit| cache.push(hit.clone()))
-        };
-        if let Some((_, d)) = cached {
+        if let Some(d) = self.dictionaries.get(&id) {
             return Ok(d);
         }
         let d = Arc::new(pack::read_dictionary(src, at, what)?);
-        let mut cache = self.dictionaries.lock();
-        if !cache.iter().any(|(p, _)| *p == id) {
-            if cache.len() == CACHED_DICTIONARIES {
-                cache.remove(0);
-            }
-            cache.push((id, d.clone()));
-        }
+        self.dictionaries.put(id, d.clone());
         Ok(d)
     }
 
@@ -359,7 +378,7 @@ impl PayloadStore {
             ix.packs.remove(&id);
             ix.stats.payload_packs -= 1;
         }
-        self.frames.lock().retain(|((pack, _), _)| *pack != id);
+        self.frames.retain(|(pack, _)| *pack != id);
         // Readers holding the old source keep reading it: an open file
         // outlives its name.
         self.store.remove(&name)?;
