@@ -31,37 +31,57 @@ const GEAR: [u64; 256] = {
     table
 };
 
-/// The pieces of `text`, in order; together they are `text`.
+/// The pieces of `text`, in order; together they are `text`. (Indexing
+/// cuts one piece at a time, with [`piece_end`].)
+#[cfg(test)]
 pub(crate) fn pieces(text: &str) -> impl Iterator<Item = &str> {
-    let bytes = text.as_bytes();
     let mut start = 0;
     std::iter::from_fn(move || {
-        if start >= bytes.len() {
+        if start >= text.len() {
             return None;
         }
-        let mut hash: u64 = 0;
-        let mut end = bytes.len();
-        // The hash shifts a byte out after 64 more: at the first byte that
-        // may end a piece it depends only on the 64 bytes before, so the
-        // bytes before those need no hashing (the cuts are the same).
-        let first_end = start + MIN_PIECE - 1;
-        let warm = first_end.saturating_sub(64).max(start);
-        for &b in bytes.get(warm..first_end).unwrap_or_default() {
-            hash = (hash << 1).wrapping_add(GEAR[b as usize]);
-        }
-        for (i, &b) in bytes.iter().enumerate().skip(first_end) {
-            hash = (hash << 1).wrapping_add(GEAR[b as usize]);
-            // An ASCII byte is a whole character: cutting after it keeps
-            // both sides valid UTF-8.
-            if b.is_ascii_whitespace() && hash & MASK == 0 {
-                end = i + 1;
-                break;
-            }
-        }
+        let (end, _) = piece_end(text.as_bytes(), start);
         let piece = &text[start..end];
         start = end;
         Some(piece)
     })
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Calls of [`piece_end`] on this thread: what following a run saves.
+    pub(crate) static CUTS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Where the piece of `bytes` that starts at `start` ends, and whether it
+/// ends at a cut (`false`: at the end of the text).
+///
+/// Whether a piece ends at a cut depends only on its own bytes: the hash
+/// starts over at the piece's start and shifts each byte out after 64 more,
+/// so the same bytes starting a piece anywhere make the same piece. That is
+/// what lets a vocabulary skip cutting a run of pieces it saw in that order
+/// before (it compares the bytes instead).
+pub(crate) fn piece_end(bytes: &[u8], start: usize) -> (usize, bool) {
+    #[cfg(test)]
+    CUTS.with(|c| c.set(c.get() + 1));
+    let mut hash: u64 = 0;
+    // The hash shifts a byte out after 64 more: at the first byte that may
+    // end a piece it depends only on the 64 bytes before, so the bytes
+    // before those need no hashing (the cuts are the same).
+    let first_end = start + MIN_PIECE - 1;
+    let warm = first_end.saturating_sub(64).max(start);
+    for &b in bytes.get(warm..first_end).unwrap_or_default() {
+        hash = (hash << 1).wrapping_add(GEAR[b as usize]);
+    }
+    for (i, &b) in bytes.iter().enumerate().skip(first_end) {
+        hash = (hash << 1).wrapping_add(GEAR[b as usize]);
+        // An ASCII byte is a whole character: cutting after it keeps both
+        // sides valid UTF-8.
+        if b.is_ascii_whitespace() && hash & MASK == 0 {
+            return (i + 1, true);
+        }
+    }
+    (bytes.len(), false)
 }
 
 #[cfg(test)]

@@ -26,7 +26,8 @@ pub(crate) struct Vocabulary {
     ids: HashMap<Box<str>, u32, FxBuildHasher>,
     terms: Vec<Box<str>>,
     chunks: Memo,
-    pieces: Memo,
+    short_chunks: ShortMemo,
+    pieces: PieceMemo,
     piece_bytes: usize,
     /// Hashes of pieces seen once: a piece is remembered from its second
     /// sighting (see [`text`](Self::text)).
@@ -76,6 +77,101 @@ impl Memo {
     }
 }
 
+/// Chunks of at most [`ShortKey::MAX`] bytes with at most
+/// [`ShortIds::MAX`] terms (most words), held in the map's slots: a lookup
+/// reads one slot, where [`Memo`] reads a slot, then the text to compare
+/// and the ids, each elsewhere on the heap. Indexing log lines is mostly
+/// these lookups, and they were mostly waiting for memory.
+#[derive(Debug, Default, Clone)]
+struct ShortMemo {
+    map: HashMap<ShortKey, ShortIds, FxBuildHasher>,
+}
+
+/// A short chunk's bytes, zero-padded, and its length in the last byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct ShortKey([u64; 3]);
+
+impl ShortKey {
+    const MAX: usize = 23;
+
+    fn of(chunk: &str) -> Option<ShortKey> {
+        let bytes = chunk.as_bytes();
+        if bytes.len() > Self::MAX {
+            return None;
+        }
+        let mut padded = [0u8; 24];
+        padded[..bytes.len()].copy_from_slice(bytes);
+        padded[Self::MAX] = bytes.len() as u8;
+        let word = |i: usize| u64::from_le_bytes(padded[i * 8..i * 8 + 8].try_into().unwrap_or_default());
+        Some(ShortKey([word(0), word(1), word(2)]))
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ShortIds {
+    len: u8,
+    ids: [u32; ShortIds::MAX],
+}
+
+impl ShortIds {
+    const MAX: usize = 5;
+
+    fn of(ids: &[u32]) -> Option<ShortIds> {
+        let mut out = ShortIds {
+            len: ids.len() as u8,
+            ids: [0; Self::MAX],
+        };
+        out.ids.get_mut(..ids.len())?.copy_from_slice(ids);
+        Some(out)
+    }
+
+    fn as_slice(&self) -> &[u32] {
+        &self.ids[..self.len as usize]
+    }
+}
+
+/// Pieces seen lately (from their second sighting), by the xxh3 of their
+/// text, each with the piece that followed it last time: a system prompt
+/// comes as the same run of pieces in every request, and following the run
+/// costs a comparison of bytes per piece, not cutting and hashing them.
+#[derive(Debug, Default, Clone)]
+struct PieceMemo {
+    map: HashMap<u64, KnownPiece, FxBuildHasher>,
+}
+
+#[derive(Debug, Clone)]
+struct KnownPiece {
+    text: Box<str>,
+    ids: Box<[u32]>,
+    /// It ended at a cut, not at the end of its text: only then are the
+    /// same bytes elsewhere the same piece ([`crate::pieces::piece_end`]).
+    cut: bool,
+    /// The hash of the known piece that came next, the last time.
+    next: Option<u64>,
+}
+
+impl PieceMemo {
+    fn get_mut(&mut self, hash: u64, text: &str) -> Option<&mut KnownPiece> {
+        self.map.get_mut(&hash).filter(|p| *p.text == *text)
+    }
+
+    /// The known piece that followed `prev` last time, if `bytes` start
+    /// with it and it ended at a cut: then it is the piece `bytes` start
+    /// with. Returns its hash.
+    fn follow(&self, prev: u64, bytes: &[u8]) -> Option<(u64, &KnownPiece)> {
+        let hash = self.map.get(&prev)?.next?;
+        let piece = self.map.get(&hash)?;
+        (piece.cut && bytes.starts_with(piece.text.as_bytes())).then_some((hash, piece))
+    }
+
+    /// Notes that the known piece `next` followed the known piece `prev`.
+    fn chain(&mut self, prev: Option<u64>, next: u64) {
+        if let Some(p) = prev.and_then(|prev| self.map.get_mut(&prev)) {
+            p.next = Some(next);
+        }
+    }
+}
+
 /// Bytes of pieces remembered before that memo starts over.
 const PIECE_BYTES: usize = 8 << 20;
 /// Pieces seen once whose hashes are kept before that set starts over.
@@ -91,13 +187,16 @@ const CHUNKS: usize = 1 << 16;
 impl Vocabulary {
     /// Appends the ids of `chunk`'s terms to `out` (repeats included).
     fn chunk(&mut self, chunk: &str, out: &mut Vec<u32>) {
+        let short = ShortKey::of(chunk);
+        if let Some(ids) = short.and_then(|key| self.short_chunks.map.get(&key)) {
+            out.extend_from_slice(ids.as_slice());
+            return;
+        }
+        // Short chunks with many terms (`a.b.c.d.e.f`) are here too.
         let hash = Memo::hash(chunk);
         if let Some(ids) = self.chunks.get(hash, chunk) {
             out.extend_from_slice(ids);
             return;
-        }
-        if self.chunks.len() >= CHUNKS {
-            self.chunks.clear();
         }
         let start = out.len();
         for token in tokenize(chunk) {
@@ -114,7 +213,18 @@ impl Vocabulary {
                 out.push(id);
             }
         }
-        self.chunks.insert(hash, chunk, out[start..].into());
+        let ids = &out[start..];
+        if let (Some(key), Some(short_ids)) = (short, ShortIds::of(ids)) {
+            if self.short_chunks.map.len() >= CHUNKS {
+                self.short_chunks.map.clear();
+            }
+            self.short_chunks.map.insert(key, short_ids);
+            return;
+        }
+        if self.chunks.len() >= CHUNKS {
+            self.chunks.clear();
+        }
+        self.chunks.insert(hash, chunk, ids.into());
     }
 
     /// Appends the ids of `text`'s terms to `out` (repeats included).
@@ -132,47 +242,88 @@ impl Vocabulary {
     }
 
     fn text_or_known(&mut self, text: &str, out: &mut Vec<u32>, mut known: Option<&mut Vec<Range<usize>>>) {
-        for piece in crate::pieces::pieces(text) {
-            if piece.len() < crate::pieces::MIN_PIECE {
-                for chunk in piece.split_ascii_whitespace() {
-                    self.chunk(chunk, out);
-                }
-                continue;
-            }
-            let hash = Memo::hash(piece);
-            if let Some(ids) = self.pieces.get(hash, piece) {
-                match known.as_deref_mut() {
-                    Some(known) => {
-                        // A piece is a subslice of `text`.
-                        let start = piece.as_ptr() as usize - text.as_ptr() as usize;
-                        known.push(start..start + piece.len());
+        let bytes = text.as_bytes();
+        let mut start = 0;
+        // The known piece just passed: the start of a run to follow.
+        let mut prev: Option<u64> = None;
+        while start < bytes.len() {
+            let (hash, end) = match prev.and_then(|prev| self.pieces.follow(prev, &bytes[start..])) {
+                Some((hash, piece)) => {
+                    let end = start + piece.text.len();
+                    match known.as_deref_mut() {
+                        Some(known) => known.push(start..end),
+                        None => out.extend_from_slice(&piece.ids),
                     }
-                    None => out.extend_from_slice(ids),
+                    (Some(hash), end)
                 }
-                continue;
-            }
-            let start = out.len();
+                None => {
+                    let (end, cut) = crate::pieces::piece_end(bytes, start);
+                    let hash = self.piece(&text[start..end], cut, start, out, known.as_deref_mut());
+                    if let Some(hash) = hash {
+                        self.pieces.chain(prev, hash);
+                    }
+                    (hash, end)
+                }
+            };
+            prev = hash;
+            start = end;
+        }
+    }
+
+    /// Adds piece `piece` (at `start` of its text; `cut`: it ended at a
+    /// cut) as [`text_or_known`](Self::text_or_known) does. Returns its
+    /// hash if it is a known piece now.
+    fn piece(
+        &mut self,
+        piece: &str,
+        cut: bool,
+        start: usize,
+        out: &mut Vec<u32>,
+        known: Option<&mut Vec<Range<usize>>>,
+    ) -> Option<u64> {
+        if piece.len() < crate::pieces::MIN_PIECE {
             for chunk in piece.split_ascii_whitespace() {
                 self.chunk(chunk, out);
             }
-            self.dedup_from(out, start);
-            // Remembered from its second sighting: most pieces of log
-            // lines never come again, and copying each into the memo was a
-            // tenth of indexing them.
-            if self.pieces_seen.len() >= PIECES_SEEN {
-                self.pieces_seen.clear();
-            }
-            if self.pieces_seen.insert(hash) {
-                continue;
-            }
-            let ids: Box<[u32]> = out[start..].into();
-            if self.piece_bytes + piece.len() > PIECE_BYTES {
-                self.pieces.clear();
-                self.piece_bytes = 0;
-            }
-            self.piece_bytes += piece.len() + 4 * ids.len();
-            self.pieces.insert(hash, piece, ids);
+            return None;
         }
+        let hash = Memo::hash(piece);
+        if let Some(p) = self.pieces.get_mut(hash, piece) {
+            p.cut |= cut;
+            match known {
+                Some(known) => known.push(start..start + piece.len()),
+                None => out.extend_from_slice(&p.ids),
+            }
+            return Some(hash);
+        }
+        let first = out.len();
+        for chunk in piece.split_ascii_whitespace() {
+            self.chunk(chunk, out);
+        }
+        self.dedup_from(out, first);
+        // Remembered from its second sighting: most pieces of log lines
+        // never come again, and copying each into the memo was a tenth of
+        // indexing them.
+        if self.pieces_seen.len() >= PIECES_SEEN {
+            self.pieces_seen.clear();
+        }
+        if self.pieces_seen.insert(hash) {
+            return None;
+        }
+        let ids: Box<[u32]> = out[first..].into();
+        if self.piece_bytes + piece.len() > PIECE_BYTES {
+            self.pieces.map.clear();
+            self.piece_bytes = 0;
+        }
+        self.piece_bytes += piece.len() + 4 * ids.len();
+        let known_piece = KnownPiece {
+            text: piece.into(),
+            ids,
+            cut,
+            next: None,
+        };
+        self.pieces.map.insert(hash, known_piece);
+        Some(hash)
     }
 
     /// Drops repeated ids from `ids`, keeping first occurrences in order.
@@ -236,6 +387,13 @@ impl Vocabulary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
+
+    /// The terms of `text`, tokenized whole.
+    fn naive_terms(text: &str) -> BTreeSet<String> {
+        let tokens = crate::tokenize::tokenize(text);
+        tokens.iter().flat_map(|t| t.terms()).map(str::to_string).collect()
+    }
 
     #[test]
     fn dedup_keeps_first_occurrences_and_memos_agree() {
@@ -273,12 +431,131 @@ mod tests {
         for _ in 0..3 {
             let mut ids = Vec::new();
             v.text(&text, &mut ids);
-            sightings.push((v.pieces.len(), ids));
+            sightings.push((v.pieces.map.len(), ids));
         }
         assert_eq!(sightings[0].0, 0, "nothing remembered after one sighting");
         assert!(sightings[1].0 > 0, "remembered after two");
         assert_eq!(sightings[2].0, sightings[1].0);
         let distinct = |ids: &[u32]| ids.iter().copied().collect::<std::collections::BTreeSet<_>>();
         assert_eq!(distinct(&sightings[0].1), distinct(&sightings[2].1));
+    }
+
+    /// A prompt of many pieces, then a unique tail: seen twice, it is
+    /// known, and from then on its pieces are followed as a run (one cut
+    /// for the first piece, none for the rest), with the same terms.
+    #[test]
+    fn a_known_run_of_pieces_is_followed_not_cut() {
+        let prompt: String = (0..600).map(|i| format!("rule{i} applies ")).collect();
+        let mut v = Vocabulary::default();
+        let terms = |v: &Vocabulary, ids: &[u32]| ids.iter().map(|&id| v.term(id).to_string()).collect::<BTreeSet<_>>();
+        for round in 0..4 {
+            let text = format!("{prompt}and then question {round}");
+            let (mut ids, mut known) = (Vec::new(), Vec::new());
+            let cuts = crate::pieces::CUTS.with(|c| c.get());
+            v.text_with_known(&text, &mut ids, &mut known);
+            let cuts = crate::pieces::CUTS.with(|c| c.get()) - cuts;
+            let pieces: Vec<&str> = crate::pieces::pieces(&text).collect();
+            assert!(pieces.len() > 10, "the prompt makes many pieces");
+            if round < 2 {
+                assert!(known.is_empty(), "round {round}: nothing known yet");
+                assert_eq!(terms(&v, &ids), naive_terms(&text));
+                continue;
+            }
+            assert_eq!(known.len(), pieces.len() - 1, "round {round}: all but the tail known");
+            assert_eq!(known[0].start, 0);
+            assert!(
+                known.windows(2).all(|w| w[0].end == w[1].start),
+                "known ranges are consecutive pieces"
+            );
+            assert!(cuts <= 2, "round {round}: {cuts} cuts: the run was followed, not cut");
+            let mut all = terms(&v, &ids);
+            let mut known_ids = Vec::new();
+            v.text(&text[..known.last().unwrap().end], &mut known_ids);
+            all.extend(terms(&v, &known_ids));
+            assert_eq!(all, naive_terms(&text), "round {round}");
+        }
+    }
+
+    /// Texts sharing runs of pieces in changing orders: the known ranges
+    /// are always pieces of the text as cutting makes them, and the terms
+    /// of `out` and of the known ranges are the text's terms.
+    #[test]
+    fn followed_runs_agree_with_cutting() {
+        use proptest::prelude::*;
+        let block = |seed: usize| -> String {
+            (0..150)
+                .map(|i| format!("w{}x{} ", seed, (i * 7 + seed) % 53))
+                .collect()
+        };
+        let blocks = [block(1), block(2), block(3)];
+        let mut runner = proptest::test_runner::TestRunner::default();
+        // Often no tail: a text's last piece then ends at its end, not at a
+        // cut, and must not be followed into a longer text.
+        let texts = prop::collection::vec((0usize..4, 0usize..4, prop::option::of("[a-z ]{1,40}")), 1..30);
+        runner
+            .run(&texts, |plan| {
+                let mut v = Vocabulary::default();
+                for (a, b, tail) in plan {
+                    let text: String = [a, b]
+                        .iter()
+                        .map(|&i| blocks.get(i).map_or("preamble text ", String::as_str))
+                        .collect::<String>()
+                        + tail.as_deref().unwrap_or_default();
+                    let (mut ids, mut known) = (Vec::new(), Vec::new());
+                    v.text_with_known(&text, &mut ids, &mut known);
+                    let mut cut = Vec::new();
+                    let mut at = 0;
+                    for p in crate::pieces::pieces(&text) {
+                        cut.push(at..at + p.len());
+                        at += p.len();
+                    }
+                    for k in &known {
+                        prop_assert!(cut.contains(k), "{k:?} is not a piece");
+                    }
+                    let mut got: BTreeSet<String> = ids.iter().map(|&id| v.term(id).to_string()).collect();
+                    for k in &known {
+                        got.extend(naive_terms(&text[k.clone()]));
+                    }
+                    prop_assert_eq!(got, naive_terms(&text));
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    /// Chunks on both sides of the short memo's limits (bytes, terms) come
+    /// back from the memos with the terms tokenizing gives.
+    #[test]
+    fn chunks_short_and_long_come_back_with_their_terms() {
+        let chunks = [
+            "a".to_string(),
+            "PoolTimeout".into(),
+            "a.b.c.d.e.f.g".into(),
+            "x".repeat(ShortKey::MAX),
+            "y".repeat(ShortKey::MAX + 1),
+            "connection_pool.acquire_timeout".into(),
+            "東京都".into(),
+            "0xdeadbeef".into(),
+        ];
+        let mut v = Vocabulary::default();
+        for round in 0..3 {
+            for chunk in &chunks {
+                let mut ids = Vec::new();
+                v.chunk(chunk, &mut ids);
+                let got: BTreeSet<String> = ids.iter().map(|&id| v.term(id).to_string()).collect();
+                assert_eq!(got, naive_terms(chunk), "round {round}: {chunk}");
+            }
+        }
+        assert!(v.short_chunks.map.len() >= 4, "short chunks are in the short memo");
+        assert!(
+            v.chunks.len() >= 2,
+            "long ones, and short ones of many terms, in the other"
+        );
+        assert_eq!(ShortKey::of("ab"), ShortKey::of("ab"));
+        assert_ne!(
+            ShortKey::of("ab"),
+            ShortKey::of("ab\0"),
+            "the length is part of the key"
+        );
     }
 }
