@@ -317,6 +317,7 @@ fn run_corpus(args: &E2eArgs, agent_corpus: bool) -> Result<(), String> {
         (None, None) => unreachable!(),
     };
 
+    let cpu_before = server.as_ref().map(crate::server::SkeinProcess::cpu_seconds);
     let ingest = send_all(
         &target,
         Protocol::OtlpHttpProtobuf,
@@ -325,6 +326,11 @@ fn run_corpus(args: &E2eArgs, agent_corpus: bool) -> Result<(), String> {
         args.clients,
         "spans",
     )?;
+    // Work the flushes still owe after the last ack is not on it.
+    let span_ingest_cpu = server
+        .as_ref()
+        .zip(cpu_before)
+        .map(|(s, before)| s.cpu_seconds() - before);
     let log_ingest = send_all(
         &target,
         Protocol::OtlpHttpProtobuf,
@@ -422,6 +428,7 @@ fn run_corpus(args: &E2eArgs, agent_corpus: bool) -> Result<(), String> {
             "server": {
                 "peak_rss_mib": peak as f64 / 1048576.0,
                 "peak_rss_ingest_mib": peak_ingest as f64 / 1048576.0,
+                "span_ingest_cpu_us_per_span": span_ingest_cpu.map(|s| s * 1e6 / ingest.records.max(1) as f64),
                 "rss_mib": rss as f64 / 1048576.0,
                 "wal_fsyncs": stats["wal_fsyncs"],
                 "wal_appends": stats["wal_appends"],

@@ -286,6 +286,10 @@ fn render_e2e(v: &Value) -> String {
             f(&r["server"]["peak_rss_ingest_mib"], 1),
         ),
         ("server RSS after queries (MiB)", f(&r["server"]["rss_mib"], 1)),
+        (
+            "server CPU per span during span ingest (µs, all threads)",
+            f(&r["server"]["span_ingest_cpu_us_per_span"], 2),
+        ),
         ("WAL fsyncs (group commits)", thousands(&r["server"]["wal_fsyncs"])),
         ("WAL appends", thousands(&r["server"]["wal_appends"])),
         (

@@ -144,6 +144,13 @@ impl SkeinProcess {
         proc_status_kib(self.pid(), "VmRSS:") * 1024
     }
 
+    /// CPU seconds (user + system) the server process has used so far, all
+    /// threads: what an A/B of two builds compares when the machine's
+    /// other load moves throughput.
+    pub fn cpu_seconds(&self) -> f64 {
+        proc_cpu_seconds(self.pid())
+    }
+
     /// SIGTERM and wait (the server flushes before exiting).
     pub fn stop(mut self) -> Result<(), String> {
         // SAFETY: signalling our own child.
@@ -171,6 +178,21 @@ pub fn proc_status_kib(pid: u32, key: &str) -> u64 {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
+}
+
+/// utime + stime of process `pid` from /proc/PID/stat (0 when unreadable).
+pub fn proc_cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The command name, in parentheses, may hold spaces: fields count from
+    // after its closing parenthesis (state is field 3; utime, stime 14, 15).
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    // SAFETY: sysconf reads a configuration value.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    (ticks(11) + ticks(12)) as f64 / per_second
 }
 
 fn rusage() -> Option<libc::rusage> {
