@@ -28,6 +28,8 @@ pub fn write(out: &Path, mode: &str, result: Value) -> Result<(), String> {
 fn f(v: &Value, digits: usize) -> String {
     match v.as_f64() {
         Some(x) => format!("{x:.digits$}"),
+        // A figure an older run did not record.
+        None if v.is_null() => "not measured".to_string(),
         None => v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()),
     }
 }
