@@ -172,6 +172,15 @@ impl PieceMemo {
     }
 }
 
+/// A known piece at `start` of its text: its range listed in `known`
+/// when the caller keeps known pieces apart, else its ids added to `out`.
+fn add_known(piece: &KnownPiece, start: usize, out: &mut Vec<u32>, known: Option<&mut Vec<Range<usize>>>) {
+    match known {
+        Some(known) => known.push(start..start + piece.text.len()),
+        None => out.extend_from_slice(&piece.ids),
+    }
+}
+
 /// Bytes of pieces remembered before that memo starts over.
 const PIECE_BYTES: usize = 8 << 20;
 /// Pieces seen once whose hashes are kept before that set starts over.
@@ -250,10 +259,7 @@ impl Vocabulary {
             let (hash, end) = match prev.and_then(|prev| self.pieces.follow(prev, &bytes[start..])) {
                 Some((hash, piece)) => {
                     let end = start + piece.text.len();
-                    match known.as_deref_mut() {
-                        Some(known) => known.push(start..end),
-                        None => out.extend_from_slice(&piece.ids),
-                    }
+                    add_known(piece, start, out, known.as_deref_mut());
                     (Some(hash), end)
                 }
                 None => {
@@ -290,10 +296,7 @@ impl Vocabulary {
         let hash = Memo::hash(piece);
         if let Some(p) = self.pieces.get_mut(hash, piece) {
             p.cut |= cut;
-            match known {
-                Some(known) => known.push(start..start + piece.len()),
-                None => out.extend_from_slice(&p.ids),
-            }
+            add_known(p, start, out, known);
             return Some(hash);
         }
         let first = out.len();
