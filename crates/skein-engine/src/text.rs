@@ -21,9 +21,49 @@ pub use skein_text::{Field as TextField, Highlight, Query as TextQuery, QueryErr
 /// Reads the text a payload reference names, if it can.
 pub type ReadPayloadText = dyn Fn(&PayloadRef) -> Option<String> + Send + Sync;
 
+/// Where a payload is stored, as far as reading it goes: payloads read in
+/// the order of their places are read a frame at a time (a frame holds
+/// many payloads, and decompressing it is most of reading one).
+pub type PayloadPlace = (u8, u64, u64);
+
+/// Where a payload is stored (see [`PayloadPlace`]).
+pub type PlacePayload = dyn Fn(&PayloadRef) -> PayloadPlace + Send + Sync;
+
 /// Resolves a payload reference to its text.
 #[derive(Clone)]
-pub struct PayloadText(pub std::sync::Arc<ReadPayloadText>);
+pub struct PayloadText {
+    read: std::sync::Arc<ReadPayloadText>,
+    place: Option<std::sync::Arc<PlacePayload>>,
+}
+
+impl PayloadText {
+    pub fn new(read: impl Fn(&PayloadRef) -> Option<String> + Send + Sync + 'static) -> PayloadText {
+        PayloadText {
+            read: std::sync::Arc::new(read),
+            place: None,
+        }
+    }
+
+    /// Tells where payloads are, so that many are read in the cheapest
+    /// order (see [`place`](Self::place)).
+    pub fn with_places(self, place: impl Fn(&PayloadRef) -> PayloadPlace + Send + Sync + 'static) -> PayloadText {
+        PayloadText {
+            place: Some(std::sync::Arc::new(place)),
+            ..self
+        }
+    }
+
+    /// The text of payload `id`, if it can be read.
+    pub fn read(&self, id: &PayloadRef) -> Option<String> {
+        (self.read)(id)
+    }
+
+    /// Where payload `id` is: a caller reading many payloads reads them
+    /// in the order of their places. The same for all without places.
+    pub fn place(&self, id: &PayloadRef) -> PayloadPlace {
+        self.place.as_ref().map_or((0, 0, 0), |place| place(id))
+    }
+}
 
 impl std::fmt::Debug for PayloadText {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -72,7 +112,7 @@ impl<'a> TextValue<'a> {
     pub fn resolve(self, read: Option<&PayloadText>) -> Cow<'a, str> {
         match self {
             TextValue::Text(t) => t,
-            TextValue::Payload { id, preview } => match read.and_then(|r| (r.0)(&id)) {
+            TextValue::Payload { id, preview } => match read.and_then(|r| r.read(&id)) {
                 Some(text) => text.into(),
                 None => preview.into(),
             },
@@ -174,7 +214,7 @@ mod tests {
         });
         let q = |t: &str| TextQuery::parse(t).unwrap();
         let full = prompt.clone();
-        let read = PayloadText(std::sync::Arc::new(move |_| Some(full.clone())));
+        let read = PayloadText::new(move |_| Some(full.clone()));
         assert!(matches(&q("name:cart"), &s, None));
         assert!(matches(&q("message:pooltimeout"), &s, None));
         assert!(matches(&q("name:ConnectionRefusedError"), &s, None));
@@ -189,7 +229,7 @@ mod tests {
             ref_value(PayloadRef::of(long.as_bytes()), &long),
         ));
         let long2 = long.clone();
-        let read_long = PayloadText(std::sync::Arc::new(move |_| Some(long2.clone())));
+        let read_long = PayloadText::new(move |_| Some(long2.clone()));
         assert!(!matches(&q("payload:needle"), &deep, None));
         assert!(matches(&q("payload:needle"), &deep, Some(&read_long)));
         assert!(!matches(&q("body:cart"), &s, Some(&read)), "spans have no body");

@@ -22,7 +22,9 @@ use crate::text::{PayloadText, TextField, TextQuery, TextRecord, TextValue};
 /// Where [`index_record`] puts a record's text.
 trait TextSink {
     fn own(&mut self, row: u32, doc: &[(TextField, &str)]) -> Result<(), TextError>;
-    fn shared(&mut self, field: TextField, text: &str) -> Result<u32, TextError>;
+    /// A key for a shared text whose text comes later.
+    fn new_shared(&mut self) -> Result<u32, TextError>;
+    fn set_shared(&mut self, key: u32, field: TextField, text: &str) -> Result<(), TextError>;
     fn link(&mut self, row: u32, key: u32) -> Result<(), TextError>;
 }
 
@@ -30,8 +32,11 @@ impl TextSink for PartTextIndexBuilder {
     fn own(&mut self, row: u32, doc: &[(TextField, &str)]) -> Result<(), TextError> {
         self.add(row, doc)
     }
-    fn shared(&mut self, field: TextField, text: &str) -> Result<u32, TextError> {
-        self.add_shared(field, text)
+    fn new_shared(&mut self) -> Result<u32, TextError> {
+        PartTextIndexBuilder::new_shared(self)
+    }
+    fn set_shared(&mut self, key: u32, field: TextField, text: &str) -> Result<(), TextError> {
+        PartTextIndexBuilder::set_shared(self, key, field, text)
     }
     fn link(&mut self, row: u32, key: u32) -> Result<(), TextError> {
         PartTextIndexBuilder::link(self, row, key)
@@ -43,8 +48,12 @@ impl TextSink for MemTextIndex {
         self.add(row, doc);
         Ok(())
     }
-    fn shared(&mut self, field: TextField, text: &str) -> Result<u32, TextError> {
-        Ok(self.add_shared(field, text))
+    fn new_shared(&mut self) -> Result<u32, TextError> {
+        Ok(MemTextIndex::new_shared(self))
+    }
+    fn set_shared(&mut self, key: u32, field: TextField, text: &str) -> Result<(), TextError> {
+        MemTextIndex::set_shared(self, key, field, text);
+        Ok(())
     }
     fn link(&mut self, row: u32, key: u32) -> Result<(), TextError> {
         MemTextIndex::link(self, row, key);
@@ -55,10 +64,60 @@ impl TextSink for MemTextIndex {
 /// The shared-text key of each payload (and field) an index holds.
 type SharedKeys = FastMap<(PayloadRef, TextField), u32>;
 
-/// Indexes record `r` as row `row`.
+/// Payloads met in rows whose text is not read yet: rows are linked to
+/// their keys at once, and the text is read later, many payloads at a
+/// time, in the order of their places ([`PayloadText::place`]). Rows name
+/// payloads in time order, which is no frame's order: read as they came,
+/// each read could decompress a frame of payloads again.
+#[derive(Default)]
+struct PendingPayloads {
+    payloads: Vec<PendingPayload>,
+    /// Bytes of their previews.
+    preview_bytes: usize,
+}
+
+struct PendingPayload {
+    key: u32,
+    field: TextField,
+    id: PayloadRef,
+    /// Indexed in its place if the payload cannot be read: what a query's
+    /// re-check then reads too.
+    preview: String,
+}
+
+/// Payloads pending before their text is read, whatever the rows to come
+/// (it bounds the memory of a build): a flushed tier's are fewer.
+const PENDING_PAYLOADS: usize = 1 << 16;
+const PENDING_PREVIEW_BYTES: usize = 16 << 20;
+
+impl PendingPayloads {
+    fn is_full(&self) -> bool {
+        self.payloads.len() >= PENDING_PAYLOADS || self.preview_bytes >= PENDING_PREVIEW_BYTES
+    }
+
+    /// Reads every pending payload, in the order of their places, and
+    /// indexes its text (or its preview) as its key's.
+    fn index<S: TextSink>(&mut self, sink: &mut S, read: &PayloadText) -> Result<(), TextError> {
+        let mut payloads = std::mem::take(&mut self.payloads);
+        self.preview_bytes = 0;
+        payloads.sort_by_cached_key(|p| read.place(&p.id));
+        for p in payloads {
+            match read.read(&p.id) {
+                Some(text) => sink.set_shared(p.key, p.field, &text)?,
+                None => sink.set_shared(p.key, p.field, &p.preview)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Indexes record `r` as row `row`. A payload it holds that the index has
+/// no key for yet is added to `pending`, for its text to be read later;
+/// without `read`, its preview is indexed as the row's own text.
 fn index_record<R: TextRecord, S: TextSink>(
     sink: &mut S,
     keys: &mut SharedKeys,
+    pending: &mut PendingPayloads,
     row: u32,
     r: &R,
     read: Option<&PayloadText>,
@@ -74,14 +133,20 @@ fn index_record<R: TextRecord, S: TextSink>(
                     sink.link(row, key)?;
                     continue;
                 }
-                match read.and_then(|read| (read.0)(&id)) {
-                    Some(text) => {
-                        let key = sink.shared(field, &text)?;
-                        keys.insert((id, field), key);
-                        sink.link(row, key)?;
-                    }
-                    None => own.push((field, preview.into())),
+                if read.is_none() {
+                    own.push((field, preview.into()));
+                    continue;
                 }
+                let key = sink.new_shared()?;
+                keys.insert((id, field), key);
+                sink.link(row, key)?;
+                pending.preview_bytes += preview.len();
+                pending.payloads.push(PendingPayload {
+                    key,
+                    field,
+                    id,
+                    preview: preview.to_string(),
+                });
             }
         }
     }
@@ -93,6 +158,7 @@ fn index_record<R: TextRecord, S: TextSink>(
 pub struct PartTextBuilder {
     builder: PartTextIndexBuilder,
     keys: SharedKeys,
+    pending: PendingPayloads,
     read: Option<PayloadText>,
     rows: u32,
 }
@@ -103,6 +169,7 @@ impl PartTextBuilder {
         Ok(PartTextBuilder {
             builder: PartTextIndexBuilder::new()?,
             keys: SharedKeys::default(),
+            pending: PendingPayloads::default(),
             read,
             rows: 0,
         })
@@ -112,11 +179,23 @@ impl PartTextBuilder {
     pub fn push<R: TextRecord>(&mut self, r: &R) -> Result<(), TextError> {
         let row = self.rows;
         self.rows += 1;
-        index_record(&mut self.builder, &mut self.keys, row, r, self.read.as_ref())
+        let read = self.read.as_ref();
+        index_record(&mut self.builder, &mut self.keys, &mut self.pending, row, r, read)?;
+        match read {
+            Some(read) if self.pending.is_full() => self.pending.index(&mut self.builder, read),
+            _ => Ok(()),
+        }
     }
 
-    /// The index as the bytes of one file.
-    pub fn finish(self) -> Result<Vec<u8>, TextError> {
+    /// The index as the bytes of one file. The payloads still pending are
+    /// read here, all in the order of their places: one drain per part
+    /// decompresses each frame once, where a drain per chunk of rows
+    /// decompressed a frame again for each chunk that named it (a part's
+    /// row order is no frame's order).
+    pub fn finish(mut self) -> Result<Vec<u8>, TextError> {
+        if let Some(read) = &self.read {
+            self.pending.index(&mut self.builder, read)?;
+        }
         self.builder.finish()
     }
 }
@@ -146,15 +225,25 @@ impl HotText {
     /// index covers already (another query may have indexed them).
     pub fn index_rows<R: TextRecord>(&mut self, start: u32, rows: &[Arc<R>], read: Option<&PayloadText>) {
         let HotText { index, keys, upto } = self;
+        let mut pending = PendingPayloads::default();
         for (i, r) in rows.iter().enumerate() {
             let row = start + i as u32;
             if row < *upto {
                 continue;
             }
             // A hot index cannot fail (it is maps in memory).
-            let _ = index_record(index, keys, row, &**r, read);
-            *upto = row + 1;
+            let _ = index_record(index, keys, &mut pending, row, &**r, read);
+            if let Some(read) = read
+                && pending.is_full()
+            {
+                let _ = pending.index(index, read);
+            }
         }
+        // Rows are covered once their payloads' text is in.
+        if let Some(read) = read {
+            let _ = pending.index(index, read);
+        }
+        *upto = (*upto).max(start + rows.len() as u32);
     }
 }
 
@@ -171,3 +260,116 @@ pub fn hot_candidates(text: &Mutex<HotText>, q: &TextQuery, total_rows: u32) -> 
 
 /// A hot table's text index, shared with the queries that catch it up.
 pub type SharedHotText = Arc<Mutex<HotText>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::payload::ref_value;
+    use crate::text::PayloadPlace;
+    use skein_model::LogRecord;
+    use skein_text::PartTextIndex;
+
+    /// Log records whose bodies are payloads: payload `p` (of `n`) is in
+    /// frame `p % 5` at offset `p`, and in row `r` the payload is
+    /// `r * 7 % n` (no frame's order). Each payload's text holds
+    /// `deep{p}` past its preview; payload 3 cannot be read.
+    struct Fixture {
+        rows: Vec<Arc<LogRecord>>,
+        read: PayloadText,
+        reads: Arc<Mutex<Vec<PayloadRef>>>,
+        places: Arc<FastMap<PayloadRef, PayloadPlace>>,
+    }
+
+    fn fixture(n: usize) -> Fixture {
+        let texts: Vec<String> = (0..n).map(|p| format!("{} deep{p}", "filler ".repeat(40))).collect();
+        let ids: Vec<PayloadRef> = texts.iter().map(|t| PayloadRef::of(t.as_bytes())).collect();
+        let places: Arc<FastMap<PayloadRef, PayloadPlace>> = Arc::new(
+            ids.iter()
+                .enumerate()
+                .map(|(p, id)| (*id, (0, (p % 5) as u64, p as u64)))
+                .collect(),
+        );
+        let rows = (0..n * 3)
+            .map(|r| {
+                let p = r * 7 % n;
+                let mut l = crate::testdata::logs(1).remove(0);
+                l.body = ref_value(ids[p], &texts[p]);
+                Arc::new(l)
+            })
+            .collect();
+        let reads = Arc::new(Mutex::new(Vec::new()));
+        let (log, by_id): (_, FastMap<PayloadRef, String>) = (reads.clone(), ids.iter().copied().zip(texts).collect());
+        let unreadable = ids[3];
+        let place_of = places.clone();
+        let read = PayloadText::new(move |id| {
+            log.lock().push(*id);
+            by_id.get(id).filter(|_| *id != unreadable).cloned()
+        })
+        .with_places(move |id| place_of[id]);
+        Fixture {
+            rows,
+            read,
+            reads,
+            places,
+        }
+    }
+
+    impl Fixture {
+        /// Every payload was read once, in the order of its place.
+        fn check_reads(&self, n: usize) {
+            let reads = self.reads.lock();
+            assert_eq!(reads.len(), n, "each payload read once");
+            let places: Vec<PayloadPlace> = reads.iter().map(|id| self.places[id]).collect();
+            assert!(places.is_sorted(), "read in the order of their places: {places:?}");
+        }
+
+        /// The rows holding payload `p`.
+        fn rows_of(&self, p: usize) -> RoaringBitmap {
+            let n = self.rows.len() / 3;
+            (0..self.rows.len() as u32)
+                .filter(|r| *r as usize * 7 % n == p)
+                .collect()
+        }
+    }
+
+    #[test]
+    fn a_part_reads_its_payloads_a_frame_at_a_time() {
+        let n = 40;
+        let f = fixture(n);
+        let mut b = PartTextBuilder::new(Some(f.read.clone())).unwrap();
+        for r in &f.rows {
+            b.push(&**r).unwrap();
+        }
+        assert!(f.reads.lock().is_empty(), "read once the part's rows are in");
+        let ix = PartTextIndex::open(b.finish().unwrap()).unwrap();
+        f.check_reads(n);
+        let search = |q: &str| ix.search(&TextQuery::parse(q).unwrap()).unwrap();
+        for p in [0, 1, 17, 39] {
+            assert_eq!(search(&format!("deep{p}")), f.rows_of(p), "deep{p}");
+        }
+        assert!(
+            search("deep3").is_empty(),
+            "an unreadable payload is indexed by its preview"
+        );
+        assert_eq!(search("filler"), (0..f.rows.len() as u32).collect::<RoaringBitmap>());
+    }
+
+    #[test]
+    fn a_hot_index_reads_its_payloads_a_frame_at_a_time() {
+        let n = 40;
+        let f = fixture(n);
+        let mut hot = HotText::default();
+        hot.index_rows(0, &f.rows[..60], Some(&f.read));
+        assert_eq!(hot.upto(), 60);
+        hot.index_rows(0, &f.rows, Some(&f.read));
+        assert_eq!(hot.upto(), f.rows.len() as u32);
+        f.check_reads(n);
+        let text = Mutex::new(hot);
+        let total = f.rows.len() as u32;
+        let search = |q: &str| hot_candidates(&text, &TextQuery::parse(q).unwrap(), total);
+        for p in [0, 1, 17, 39] {
+            assert_eq!(search(&format!("deep{p}")), f.rows_of(p), "deep{p}");
+        }
+        assert!(search("deep3").is_empty());
+    }
+}

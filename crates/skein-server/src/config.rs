@@ -114,7 +114,7 @@ impl ServerConfig {
             durability: Durability::Fsync,
             max_body_bytes: 64 << 20,
             max_inflight_bytes: 64 << 20,
-            hot_max_bytes: 64 << 20,
+            hot_max_bytes: 128 << 20,
             hot_max_age: Duration::from_secs(60),
             payload_threshold: 4096,
             page_cache_bytes: 128 << 20,

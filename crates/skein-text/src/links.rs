@@ -35,6 +35,15 @@ impl Links {
         self.rows.get_mut(key as usize).map(|rows| rows.insert(row))
     }
 
+    /// Links every row linked to `from` to `to` too (both keys made).
+    pub(crate) fn link_rows_of(&mut self, from: u32, to: u32) {
+        if let Some(rows) = self.rows.get(from as usize).cloned()
+            && let Some(into) = self.rows.get_mut(to as usize)
+        {
+            *into |= rows;
+        }
+    }
+
     /// A new key whose text `rows` hold.
     pub(crate) fn push(&mut self, rows: RoaringBitmap) -> Result<u32, TextError> {
         let key = self.new_key()?;

@@ -102,17 +102,31 @@ impl MemTextIndex {
     /// Indexes a shared text (see [`links`](crate::links)) in `field`
     /// once, and returns its key for [`link`](Self::link).
     pub fn add_shared(&mut self, field: Field, text: &str) -> u32 {
-        // Keys are dense from 0; more than u32::MAX shared texts cannot fit
-        // a hot tier, so the last key is reused rather than failing ingest
-        // (a superset of candidates stays correct).
-        let key = self.links.new_key().unwrap_or(u32::MAX);
-        let ids = self.term_ids(text);
-        self.memory += ENTRY_OVERHEAD + self.shared[field.index()].post(key, &ids);
+        let key = self.new_shared();
+        self.set_shared(key, field, text);
         key
     }
 
+    /// A key for a shared text whose text comes later, with
+    /// [`set_shared`](Self::set_shared): rows may be linked to it
+    /// meanwhile.
+    pub fn new_shared(&mut self) -> u32 {
+        // Keys are dense from 0; more than u32::MAX shared texts cannot fit
+        // a hot tier, so the last key is reused rather than failing ingest
+        // (a superset of candidates stays correct).
+        self.links.new_key().unwrap_or(u32::MAX)
+    }
+
+    /// Indexes `text`, in `field`, as the text of `key` (from
+    /// [`new_shared`](Self::new_shared)).
+    pub fn set_shared(&mut self, key: u32, field: Field, text: &str) {
+        let ids = self.term_ids(text);
+        self.memory += ENTRY_OVERHEAD + self.shared[field.index()].post(key, &ids);
+    }
+
     /// Row `row` holds the shared text `key`: it matches that text's terms.
-    /// A key never returned by [`add_shared`](Self::add_shared) links nothing.
+    /// A key never returned by [`add_shared`](Self::add_shared) or
+    /// [`new_shared`](Self::new_shared) links nothing.
     pub fn link(&mut self, row: u32, key: u32) {
         if self.rows.insert(row) {
             self.memory += 4;

@@ -286,7 +286,29 @@ impl PartTextIndexBuilder {
     /// were, at a fraction of the postings: a system prompt's terms are
     /// posted once per group, not once per request.
     pub fn add_shared(&mut self, field: Field, text: &str) -> Result<u32, TextError> {
-        let key = self.links.new_key()?;
+        let key = self.new_shared()?;
+        self.set_shared(key, field, text)?;
+        Ok(key)
+    }
+
+    /// A key for a shared text whose text comes later, with
+    /// [`set_shared`](Self::set_shared): rows may be linked to it
+    /// meanwhile. (A caller reading many payloads reads them in the order
+    /// cheapest for their store, not in the order rows name them.)
+    pub fn new_shared(&mut self) -> Result<u32, TextError> {
+        self.links.new_key()
+    }
+
+    /// Indexes `text`, in `field`, as the text of `key` (from
+    /// [`new_shared`](Self::new_shared)), once: as
+    /// [`add_shared`](Self::add_shared) does. The rows linked to `key`
+    /// already are linked to its group too.
+    pub fn set_shared(&mut self, key: u32, field: Field, text: &str) -> Result<(), TextError> {
+        if key as usize >= self.links.len() {
+            return Err(TextError::Corrupt(format!(
+                "text for shared text {key}, which was never made"
+            )));
+        }
         let mut terms = Terms::default();
         let mut known = Vec::new();
         let ids = &mut terms.ids[field.index()];
@@ -296,6 +318,7 @@ impl PartTextIndexBuilder {
             match self.group_key(field, &group)? {
                 Some(g) => {
                     self.group_of.insert(key, g);
+                    self.links.link_rows_of(key, g);
                 }
                 None => self.vocabulary.text(&group, &mut terms.ids[field.index()]),
             }
@@ -308,7 +331,7 @@ impl PartTextIndexBuilder {
         if let Some(tdoc) = doc {
             self.writer.add_document(tdoc)?;
         }
-        Ok(key)
+        Ok(())
     }
 
     /// The key of the group `group` in `field`, indexed as a shared text
@@ -795,22 +818,42 @@ mod tests {
                 .collect()
         };
         let prompts: Vec<String> = (0..3).map(prompt).collect();
-        let build = |groups: bool| {
+        let text = |row: u32| format!("{}user turn {row}: about tail{row}word", prompts[row as usize % 3]);
+        // `late`: every row is linked to its key before any text is set,
+        // the texts then set newest first (as an index builder reading
+        // payloads in their store's order does).
+        let build = |groups: bool, late: bool| {
             let mut b = PartTextIndexBuilder::new().unwrap();
             if !groups {
                 b.group_bytes_limit = 0;
             }
-            for row in 0..600u32 {
-                let text = format!("{}user turn {row}: about tail{row}word", prompts[row as usize % 3]);
-                let key = b.add_shared(Field::Payload, &text).unwrap();
-                b.link(row, key).unwrap();
+            if late {
+                let keys: Vec<u32> = (0..600u32)
+                    .map(|row| {
+                        let key = b.new_shared().unwrap();
+                        b.link(row, key).unwrap();
+                        key
+                    })
+                    .collect();
+                for row in (0..600u32).rev() {
+                    b.set_shared(keys[row as usize], Field::Payload, &text(row)).unwrap();
+                }
+            } else {
+                for row in 0..600u32 {
+                    let key = b.add_shared(Field::Payload, &text(row)).unwrap();
+                    b.link(row, key).unwrap();
+                }
             }
             let grouped = b.group_of.len();
             (PartTextIndex::open(b.finish().unwrap()).unwrap(), grouped)
         };
-        let ((with, grouped), (without, none)) = (build(true), build(false));
+        let ((with, grouped), (without, none)) = (build(true, false), build(false, false));
+        let (late, late_grouped) = build(true, true);
         assert!(grouped > 590, "{grouped} texts in groups");
+        assert!(late_grouped > 590, "{late_grouped} texts set late in groups");
         assert_eq!(none, 0);
+        let mut b = PartTextIndexBuilder::new().unwrap();
+        assert!(b.set_shared(0, Field::Payload, "text of no key").is_err());
         let postings = |ix: &PartTextIndex| -> u64 {
             let mut n = 0;
             for seg in &ix.segments {
@@ -844,6 +887,11 @@ mod tests {
             let query = Query::parse(q).unwrap();
             assert_eq!(with.search(&query).unwrap(), want, "{q}");
             assert_eq!(without.search(&query).unwrap(), want, "{q}");
+            assert_eq!(
+                late.search(&query).unwrap(),
+                want,
+                "{q}: texts set after their rows were linked"
+            );
         }
     }
 

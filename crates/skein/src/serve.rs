@@ -89,7 +89,7 @@ pub struct ServeArgs {
     /// RESOURCE_EXHAUSTED [default: 64MiB].
     #[arg(long, env = "SKEIN_MAX_INFLIGHT_BYTES", value_name = "SIZE")]
     max_inflight_bytes: Option<String>,
-    /// Hot-tier size before it is written to a Parquet part [default: 64MiB].
+    /// Hot-tier size before it is written to a Parquet part [default: 128MiB].
     #[arg(long, env = "SKEIN_HOT_MAX_BYTES", value_name = "SIZE")]
     hot_max_bytes: Option<String>,
     /// Hot-tier age before it is written to a Parquet part (when it holds

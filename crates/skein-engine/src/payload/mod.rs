@@ -332,6 +332,12 @@ impl Blob {
         Arc::as_ptr(&self.frame) as usize
     }
 
+    /// Its frame and where in it it starts: reading blobs in this order
+    /// reads each frame once.
+    pub fn place(&self) -> (u64, u64) {
+        (self.frame_key() as u64, self.offset)
+    }
+
     /// `raw`, the outcome of decompressing this blob, if it is the
     /// payload's bytes; otherwise an error naming the payload and `place`.
     fn check(&self, raw: std::io::Result<Vec<u8>>, place: &str) -> Result<Vec<u8>> {

@@ -186,6 +186,15 @@ impl PayloadStore {
         self.index.read().entries.contains_key(id)
     }
 
+    /// A stored payload's pack and the offset of its frame there, if it is
+    /// here: reading payloads in this order reads each frame once.
+    pub fn place(&self, id: &PayloadRef) -> Option<(u64, u64)> {
+        let ix = self.index.read();
+        ix.entries
+            .get(id)
+            .map(|(pack_id, entry)| (*pack_id, entry.frame.offset))
+    }
+
     /// A stored payload's bytes, checked against its name, or `None` if it
     /// is not here.
     pub fn read(&self, id: &PayloadRef) -> Result<Option<Vec<u8>>> {

@@ -380,7 +380,7 @@ impl LogQuery {
     /// query can read it.
     fn body_text<'a>(&self, body: &'a AnyValue) -> std::borrow::Cow<'a, str> {
         if let (Some((id, _)), Some(read)) = (payload::as_ref_value(body), &self.payload_text)
-            && let Some(text) = (read.0)(&id)
+            && let Some(text) = read.read(&id)
         {
             return text.into();
         }
