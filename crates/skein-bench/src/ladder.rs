@@ -39,6 +39,9 @@ pub struct LadderArgs {
     pub target: Option<String>,
     #[arg(long, default_value = ".")]
     pub out: PathBuf,
+    /// Extra `skein serve` flags, e.g. --server-arg=--hot-max-bytes=32MiB.
+    #[arg(long = "server-arg", allow_hyphen_values = true)]
+    pub server_args: Vec<String>,
 }
 
 pub fn parse_count(s: &str) -> Result<u64, String> {
@@ -291,7 +294,7 @@ pub fn run(args: &LadderArgs) -> Result<(), String> {
     let corpus = Corpus::new(max, now);
     let server = match &args.target {
         Some(_) => None,
-        None => Some(SkeinProcess::start(&args.skein_bin, &[])?),
+        None => Some(SkeinProcess::start(&args.skein_bin, &args.server_args)?),
     };
     let target = match (&server, &args.target) {
         (Some(s), _) => s.target(),
@@ -451,7 +454,7 @@ pub fn run(args: &LadderArgs) -> Result<(), String> {
     }
     let result = json!({
         "machine": machine.finish(),
-        "params": {"max_level": args.max_level, "min_level": args.min_level, "budget_seconds": args.budget_seconds},
+        "params": {"max_level": args.max_level, "min_level": args.min_level, "budget_seconds": args.budget_seconds, "server_args": args.server_args},
         "levels": results,
         "cliff": cliff,
     });

@@ -59,6 +59,9 @@ fn e2e_and_ladder_write_a_complete_verified_report() {
         "100k",
         "--max-level",
         "100k",
+        // A hot tier small enough that the level's rows reach parts, whose
+        // indexes the storage figures below count.
+        "--server-arg=--hot-max-bytes=8MiB",
         "--out",
         out,
     ]);
