@@ -112,8 +112,9 @@ impl PendingPayloads {
 }
 
 /// Indexes record `r` as row `row`. A payload it holds that the index has
-/// no key for yet is added to `pending`, for its text to be read later;
-/// without `read`, its preview is indexed as the row's own text.
+/// no key for yet is added to `pending`, for its text to be read later
+/// (here, if `pending` is then full); without `read`, its preview is
+/// indexed as the row's own text.
 fn index_record<R: TextRecord, S: TextSink>(
     sink: &mut S,
     keys: &mut SharedKeys,
@@ -151,7 +152,11 @@ fn index_record<R: TextRecord, S: TextSink>(
         }
     }
     let doc: Vec<(TextField, &str)> = own.iter().map(|(f, t)| (*f, t.as_ref())).collect();
-    sink.own(row, &doc)
+    sink.own(row, &doc)?;
+    match read {
+        Some(read) if pending.is_full() => pending.index(sink, read),
+        _ => Ok(()),
+    }
 }
 
 /// Builds a part's text index from its rows, in the order they are written.
@@ -180,11 +185,7 @@ impl PartTextBuilder {
         let row = self.rows;
         self.rows += 1;
         let read = self.read.as_ref();
-        index_record(&mut self.builder, &mut self.keys, &mut self.pending, row, r, read)?;
-        match read {
-            Some(read) if self.pending.is_full() => self.pending.index(&mut self.builder, read),
-            _ => Ok(()),
-        }
+        index_record(&mut self.builder, &mut self.keys, &mut self.pending, row, r, read)
     }
 
     /// The index as the bytes of one file. The payloads still pending are
@@ -233,11 +234,6 @@ impl HotText {
             }
             // A hot index cannot fail (it is maps in memory).
             let _ = index_record(index, keys, &mut pending, row, &**r, read);
-            if let Some(read) = read
-                && pending.is_full()
-            {
-                let _ = pending.index(index, read);
-            }
         }
         // Rows are covered once their payloads' text is in.
         if let Some(read) = read {
