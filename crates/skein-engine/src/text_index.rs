@@ -97,19 +97,55 @@ impl PendingPayloads {
 
     /// Reads every pending payload, in the order of their places, and
     /// indexes its text (or its preview) as its key's.
+    ///
+    /// Many are read on a thread of their own, a few ahead of the indexing:
+    /// reading (decompressing frames, checking UTF-8) was a fifth of this
+    /// loop, and the loop ends the build of a part, which a flush and so
+    /// ingest wait for, while a core sat partly idle (on the agent corpus).
     fn index<S: TextSink>(&mut self, sink: &mut S, read: &PayloadText) -> Result<(), TextError> {
         let mut payloads = std::mem::take(&mut self.payloads);
         self.preview_bytes = 0;
         payloads.sort_by_cached_key(|p| read.place(&p.id));
-        for p in payloads {
-            match read.read(&p.id) {
-                Some(text) => sink.set_shared(p.key, p.field, &text)?,
-                None => sink.set_shared(p.key, p.field, &p.preview)?,
+        if payloads.len() < READ_AHEAD_FROM {
+            for p in payloads {
+                let text = read.read(&p.id);
+                p.index(sink, text)?;
             }
+            return Ok(());
         }
-        Ok(())
+        std::thread::scope(|s| {
+            let (tx, rx) = std::sync::mpsc::sync_channel(READ_AHEAD);
+            std::thread::Builder::new()
+                .name(READER_THREAD.into())
+                .spawn_scoped(s, move || {
+                    for p in payloads {
+                        let text = read.read(&p.id);
+                        // A closed channel: indexing failed, and says why.
+                        if tx.send((p, text)).is_err() {
+                            return;
+                        }
+                    }
+                })?;
+            let indexed = rx.iter().try_for_each(|(p, text)| p.index(sink, text));
+            // Stops the reader if indexing stopped early (the scope joins it).
+            drop(rx);
+            indexed
+        })
     }
 }
+
+impl PendingPayload {
+    /// Indexes `text`, the payload's, or its preview if it could not be read.
+    fn index<S: TextSink>(self, sink: &mut S, text: Option<String>) -> Result<(), TextError> {
+        sink.set_shared(self.key, self.field, text.as_deref().unwrap_or(&self.preview))
+    }
+}
+
+/// Pending payloads from which they are read on a thread of their own.
+const READ_AHEAD_FROM: usize = 64;
+/// Payloads read ahead of the indexing, at most.
+const READ_AHEAD: usize = 32;
+const READER_THREAD: &str = "skein-text-read";
 
 /// Indexes record `r` as row `row`. A payload it holds that the index has
 /// no key for yet is added to `pending`, for its text to be read later
@@ -273,6 +309,8 @@ mod tests {
         rows: Vec<Arc<LogRecord>>,
         read: PayloadText,
         reads: Arc<Mutex<Vec<PayloadRef>>>,
+        /// The threads that read them.
+        readers: Arc<Mutex<std::collections::BTreeSet<String>>>,
         places: Arc<FastMap<PayloadRef, PayloadPlace>>,
     }
 
@@ -294,11 +332,16 @@ mod tests {
             })
             .collect();
         let reads = Arc::new(Mutex::new(Vec::new()));
+        let readers = Arc::new(Mutex::new(std::collections::BTreeSet::new()));
+        let readers_log = readers.clone();
         let (log, by_id): (_, FastMap<PayloadRef, String>) = (reads.clone(), ids.iter().copied().zip(texts).collect());
         let unreadable = ids[3];
         let place_of = places.clone();
         let read = PayloadText::new(move |id| {
             log.lock().push(*id);
+            readers_log
+                .lock()
+                .insert(std::thread::current().name().unwrap_or("").to_string());
             by_id.get(id).filter(|_| *id != unreadable).cloned()
         })
         .with_places(move |id| place_of[id]);
@@ -306,6 +349,7 @@ mod tests {
             rows,
             read,
             reads,
+            readers,
             places,
         }
     }
@@ -330,7 +374,15 @@ mod tests {
 
     #[test]
     fn a_part_reads_its_payloads_a_frame_at_a_time() {
-        let n = 40;
+        a_part_reads_payloads(40, false);
+    }
+
+    #[test]
+    fn a_part_reads_many_payloads_ahead_on_a_thread_of_their_own() {
+        a_part_reads_payloads(READ_AHEAD_FROM * 3, true);
+    }
+
+    fn a_part_reads_payloads(n: usize, ahead: bool) {
         let f = fixture(n);
         let mut b = PartTextBuilder::new(Some(f.read.clone())).unwrap();
         for r in &f.rows {
@@ -339,6 +391,9 @@ mod tests {
         assert!(f.reads.lock().is_empty(), "read once the part's rows are in");
         let ix = PartTextIndex::open(b.finish().unwrap()).unwrap();
         f.check_reads(n);
+        let readers = f.readers.lock().clone();
+        assert_eq!(readers.contains(READER_THREAD), ahead, "read by {readers:?}");
+        assert_eq!(readers.len(), 1, "read by {readers:?}");
         let search = |q: &str| ix.search(&TextQuery::parse(q).unwrap()).unwrap();
         for p in [0, 1, 17, 39] {
             assert_eq!(search(&format!("deep{p}")), f.rows_of(p), "deep{p}");
@@ -348,6 +403,52 @@ mod tests {
             "an unreadable payload is indexed by its preview"
         );
         assert_eq!(search("filler"), (0..f.rows.len() as u32).collect::<RoaringBitmap>());
+    }
+
+    /// Fails its fifth shared text.
+    #[derive(Default)]
+    struct FailingSink {
+        shared: usize,
+    }
+
+    impl TextSink for FailingSink {
+        fn own(&mut self, _: u32, _: &[(TextField, &str)]) -> Result<(), TextError> {
+            Ok(())
+        }
+        fn new_shared(&mut self) -> Result<u32, TextError> {
+            Ok(0)
+        }
+        fn set_shared(&mut self, _: u32, _: TextField, _: &str) -> Result<(), TextError> {
+            self.shared += 1;
+            match self.shared {
+                5 => Err(TextError::TooLarge("shared texts")),
+                _ => Ok(()),
+            }
+        }
+        fn link(&mut self, _: u32, _: u32) -> Result<(), TextError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn an_indexing_failure_stops_the_reader_and_is_returned() {
+        let n = READ_AHEAD_FROM * 8;
+        let f = fixture(n);
+        let mut pending = PendingPayloads::default();
+        for (key, id) in f.places.keys().enumerate() {
+            pending.payloads.push(PendingPayload {
+                key: key as u32,
+                field: TextField::Body,
+                id: *id,
+                preview: String::new(),
+            });
+        }
+        let mut sink = FailingSink::default();
+        let err = pending.index(&mut sink, &f.read).unwrap_err();
+        assert!(matches!(err, TextError::TooLarge(_)), "{err}");
+        assert_eq!(sink.shared, 5, "nothing indexed past the failure");
+        let reads = f.reads.lock().len();
+        assert!(reads < n, "the reader stopped early: {reads} of {n} read");
     }
 
     #[test]
