@@ -141,7 +141,8 @@ impl PendingPayload {
     }
 }
 
-/// Pending payloads from which they are read on a thread of their own.
+/// From this many pending payloads on, they are read on a thread of their
+/// own; fewer are read inline (a hot index catching up on a few new rows).
 const READ_AHEAD_FROM: usize = 64;
 /// Payloads read ahead of the indexing, at most.
 const READ_AHEAD: usize = 32;
