@@ -28,7 +28,7 @@ use tantivy::schema::{
     Field as TantivyField, FieldType, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions,
 };
 use tantivy::tokenizer::TextAnalyzer;
-use tantivy::{Directory, Index, IndexSettings, IndexWriter, InvertedIndexReader, TantivyDocument, Term};
+use tantivy::{Directory, Index, IndexMeta, IndexSettings, IndexWriter, InvertedIndexReader, TantivyDocument, Term};
 
 use crate::TextError;
 use crate::blocks::BLOCK_ROWS;
@@ -372,7 +372,36 @@ impl PartTextIndexBuilder {
     }
 
     /// Writes the index and returns its bundle: the bytes of one file.
-    pub fn finish(mut self) -> Result<Vec<u8>, TextError> {
+    pub fn finish(self) -> Result<Vec<u8>, TextError> {
+        let built = self.commit()?;
+        let (files, docs) = tantivy_files(&built.ram, &built.index)?;
+        write_bundle(files, &built.rows, &built.links, &[own_rows(docs)])
+    }
+
+    /// Writes the index of a part whose rows' own text this builder
+    /// indexed while `shared`, beside it on another thread, indexed the
+    /// shared texts of the same rows (their payloads), and returns its
+    /// bundle. Its tantivy index holds both builders' segments, this one's
+    /// first, as they are: a document is found by its number whatever its
+    /// segment (merging them would cost about as much again as writing
+    /// them, and compaction merges them anyway).
+    ///
+    /// Why two builders: a part's payloads can be most of its text (the
+    /// prompts of LLM spans), and indexed after its rows they were the
+    /// tail of every flush, one core busy while ingest waited for it.
+    pub fn finish_with_shared(self, shared: PartTextIndexBuilder) -> Result<Vec<u8>, TextError> {
+        if self.links.len() > 0 {
+            return Err(TextError::Corrupt(
+                "a builder of own rows holds shared texts too: their keys would collide".into(),
+            ));
+        }
+        let (own, shared) = (self.commit()?, shared.commit()?);
+        let (files, docs) = joined_tantivy_files(&[(&own.ram, &own.index), (&shared.ram, &shared.index)])?;
+        write_bundle(files, &(own.rows | shared.rows), &shared.links, &[own_rows(docs)])
+    }
+
+    /// Writes every document to tantivy, in one segment.
+    fn commit(mut self) -> Result<Committed, TextError> {
         self.flush_block()?;
         self.writer.commit()?;
         let segments = self.index.searchable_segment_ids()?;
@@ -380,14 +409,12 @@ impl PartTextIndexBuilder {
             self.writer.merge(&segments).wait()?;
         }
         self.writer.wait_merging_threads()?;
-        let (files, docs) = tantivy_files(&self.ram, &self.index)?;
-        // One source: the part's own rows.
-        let own = Source {
-            docs: 0..docs,
-            keys: 0,
-            rows: SourceRows::Own,
-        };
-        write_bundle(files, &self.rows, &self.links, &[own])
+        Ok(Committed {
+            ram: self.ram,
+            index: self.index,
+            rows: self.rows,
+            links: self.links,
+        })
     }
 
     /// A bundle of an index without documents, for the given rows.
@@ -400,19 +427,64 @@ impl PartTextIndexBuilder {
     }
 }
 
+/// A builder's index, all written.
+struct Committed {
+    ram: RamDirectory,
+    index: Index,
+    rows: RoaringBitmap,
+    links: Links,
+}
+
 /// Named files, for a bundle.
 pub(crate) type Files = Vec<(String, Vec<u8>)>;
+
+/// The one source of a built part's index: documents `0..docs`, numbered
+/// by the part's own rows.
+fn own_rows(docs: u32) -> Source {
+    Source {
+        docs: 0..docs,
+        keys: 0,
+        rows: SourceRows::Own,
+    }
+}
 
 /// The files of a tantivy index held in `ram`, and its documents.
 pub(crate) fn tantivy_files(ram: &RamDirectory, index: &Index) -> Result<(Files, u32), TextError> {
     let metas = index.load_metas()?;
-    let docs = metas.segments.iter().map(|s| u64::from(s.max_doc())).sum::<u64>();
-    let docs = u32::try_from(docs).map_err(|_| TextError::TooLarge("documents"))?;
-    let mut files = Vec::new();
     let meta = ram
         .atomic_read(Path::new(META_FILE))
         .map_err(tantivy::TantivyError::from)?;
-    files.push((META_FILE.to_owned(), meta));
+    let mut files = vec![(META_FILE.to_owned(), meta)];
+    segment_files(ram, &metas, &mut files)?;
+    Ok((files, documents(&metas)?))
+}
+
+/// The files of tantivy indexes of one schema, held in `indexes`, as one
+/// index whose segments are theirs in order, and its documents.
+fn joined_tantivy_files(indexes: &[(&RamDirectory, &Index)]) -> Result<(Files, u32), TextError> {
+    let mut files = vec![(META_FILE.to_owned(), Vec::new())];
+    let mut joined: Option<IndexMeta> = None;
+    for (ram, index) in indexes {
+        let metas = index.load_metas()?;
+        segment_files(ram, &metas, &mut files)?;
+        match &mut joined {
+            Some(joined) => joined.segments.extend(metas.segments),
+            None => joined = Some(metas),
+        }
+    }
+    let joined = joined.ok_or_else(|| TextError::Corrupt("no index to join".into()))?;
+    // Segment ids are random (UUIDs): the segments' files never collide.
+    files[0].1 = serde_json::to_vec_pretty(&joined).map_err(std::io::Error::from)?;
+    Ok((files, documents(&joined)?))
+}
+
+fn documents(metas: &IndexMeta) -> Result<u32, TextError> {
+    let docs = metas.segments.iter().map(|s| u64::from(s.max_doc())).sum::<u64>();
+    u32::try_from(docs).map_err(|_| TextError::TooLarge("documents"))
+}
+
+/// Appends the files of the segments of `metas`, held in `ram`, to `files`.
+fn segment_files(ram: &RamDirectory, metas: &IndexMeta, files: &mut Files) -> Result<(), TextError> {
     let mut paths: Vec<_> = metas.list_segment_files().into_iter().collect();
     paths.sort();
     for path in paths {
@@ -429,7 +501,7 @@ pub(crate) fn tantivy_files(ram: &RamDirectory, index: &Index) -> Result<(Files,
             .ok_or_else(|| TextError::Corrupt(format!("tantivy file {path:?}")))?;
         files.push((name.to_owned(), bytes.as_slice().to_vec()));
     }
-    Ok((files, docs))
+    Ok(())
 }
 
 /// Lays out a bundle: tantivy's files, the row set, the links, the sources.
@@ -800,6 +872,7 @@ impl TermSource for Windowed<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::RowMap;
 
     /// Texts that share long prompts are indexed with each prompt's
     /// well-known pieces once, as a group: the same candidates as without
@@ -948,5 +1021,70 @@ mod tests {
             }
         }
         assert_eq!(ix.search(&Query::parse("body:common").unwrap()).unwrap().len(), 200);
+    }
+
+    /// A part's own rows indexed by one builder and their shared texts by
+    /// another (as a flush does, on two threads) answer every query as one
+    /// builder would, and so does their merge with another part.
+    #[test]
+    fn a_part_built_by_two_builders_answers_as_one() {
+        let own = |row: u32| format!("row{row} common name{}", row % 7);
+        let shared = |row: u32| {
+            let rules: String = (0..60).map(|k| format!("rule{k} of the prompt ")).collect();
+            format!("{rules}user asks about tail{row}")
+        };
+        let has_shared = |row: u32| row % 3 != 1;
+        let (mut one, mut rows_only, mut texts) = (
+            PartTextIndexBuilder::new().unwrap(),
+            PartTextIndexBuilder::new().unwrap(),
+            PartTextIndexBuilder::new().unwrap(),
+        );
+        for row in 0..300u32 {
+            one.add(row, &[(Field::Name, &own(row))]).unwrap();
+            rows_only.add(row, &[(Field::Name, &own(row))]).unwrap();
+            if has_shared(row) {
+                let key = one.add_shared(Field::Payload, &shared(row)).unwrap();
+                one.link(row, key).unwrap();
+                let key = texts.new_shared().unwrap();
+                texts.link(row, key).unwrap();
+                texts.set_shared(key, Field::Payload, &shared(row)).unwrap();
+            }
+        }
+        let one = PartTextIndex::open(one.finish().unwrap()).unwrap();
+        let two = PartTextIndex::open(rows_only.finish_with_shared(texts).unwrap()).unwrap();
+        assert_eq!(two.segments.len(), 2, "both builders' segments, as they are");
+        let mut map = RowMap::new();
+        for row in 0..300u32 {
+            map.keep(row, row).unwrap();
+        }
+        let merged = PartTextIndex::open(PartTextIndex::merge(&[(&two, &map)]).unwrap()).unwrap();
+        let rows = |f: &dyn Fn(u32) -> bool| (0..300u32).filter(|r| f(*r)).collect::<RoaringBitmap>();
+        for q in [
+            "tail5",
+            "tail4",
+            "name3",
+            "rule7 AND name3",
+            "payload:prompt",
+            "common AND NOT payload:prompt",
+            "row12 OR tail13",
+            "nothing",
+        ] {
+            let query = Query::parse(q).unwrap();
+            let want = one.search(&query).unwrap();
+            assert_eq!(two.search(&query).unwrap(), want, "{q}");
+            assert_eq!(merged.search(&query).unwrap(), want, "{q}: merged");
+        }
+        // Links are exact: the rows holding a prompt, and no others.
+        assert_eq!(
+            two.search(&Query::parse("payload:prompt").unwrap()).unwrap(),
+            rows(&|r| has_shared(r))
+        );
+
+        let mut both = PartTextIndexBuilder::new().unwrap();
+        both.add_shared(Field::Payload, "a shared text").unwrap();
+        let err = both
+            .finish_with_shared(PartTextIndexBuilder::new().unwrap())
+            .unwrap_err();
+        assert!(err.to_string().contains("collide"), "{err}");
     }
 }

@@ -1279,7 +1279,12 @@ impl Inner {
         .with_index(index);
         if self.opts.full_text && R::SIGNAL.has_text() {
             // The tier's payloads are in a pack by now, and still in the tier.
-            w = w.with_text_index(Some(self.payload_text(vec![frozen.tier.clone()])));
+            let read = self.payload_text(vec![frozen.tier.clone()]);
+            w = if frozen.tier.payloads.read().blobs.is_empty() {
+                w.with_text_index(Some(read))
+            } else {
+                w.with_text_index_of_rows(read, rows.iter().map(|(r, _)| r.clone()).collect())
+            };
         }
         for (r, key) in rows {
             w.push_keyed(r, key)?;

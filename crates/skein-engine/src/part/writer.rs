@@ -26,6 +26,7 @@ use crate::record::{RecordKey, Signal};
 use crate::storage::PartStore;
 use crate::text::PayloadText;
 use crate::text_index::PartTextBuilder;
+use skein_text::TextError;
 
 /// Tuning of the Parquet layout.
 #[derive(Debug, Clone)]
@@ -242,11 +243,20 @@ impl<R: Columnar> PartWriter<R> {
 
     /// Builds the part's full-text index too, reading payload text through
     /// `read`. Call before the first `push`.
-    pub fn with_text_index(mut self, read: Option<PayloadText>) -> Self {
-        match PartTextBuilder::new(read)
-            .map_err(|e| e.to_string())
-            .and_then(TextThread::start)
-        {
+    pub fn with_text_index(self, read: Option<PayloadText>) -> Self {
+        self.with_text_builder(PartTextBuilder::new(read))
+    }
+
+    /// [`with_text_index`](Self::with_text_index) of a part whose rows are
+    /// known before they are pushed: `rows`, in the order they will be.
+    /// Their payloads are indexed from the start, beside the rest (see
+    /// [`PartTextBuilder::with_rows`]).
+    pub fn with_text_index_of_rows(self, read: PayloadText, rows: Vec<Arc<R>>) -> Self {
+        self.with_text_builder(PartTextBuilder::with_rows(read, rows))
+    }
+
+    fn with_text_builder(mut self, builder: std::result::Result<PartTextBuilder, TextError>) -> Self {
+        match builder.map_err(|e| e.to_string()).and_then(TextThread::start) {
             Ok(t) => self.text = Some(t),
             Err(e) => self.text_failed = Some(e),
         }
