@@ -54,7 +54,10 @@ impl<'a, T> Interner<'a, T> {
     }
 }
 
-/// zstd level for WAL batches: the fastest level, as the WAL is short-lived.
+/// zstd level for WAL batches: the fastest positive level, as the WAL is
+/// short-lived. Negative levels save little: on the agent corpus
+/// (`examples/codec_levels.rs`), level 1 costs 0.49 µs a span, level -3
+/// 0.37 µs for 15% more bytes to write and sync.
 const WAL_ZSTD_LEVEL: i32 = 1;
 
 pub fn encode_batch<R: Record>(records: &[R]) -> Result<Vec<u8>> {

@@ -172,7 +172,10 @@ fn index_record<R: TextRecord, S: TextSink>(
     values: Values,
 ) -> Result<(), TextError> {
     let mut vals = Vec::new();
-    r.text_values(&mut vals);
+    match values {
+        Values::Payloads => r.payload_text_values(&mut vals),
+        Values::All | Values::Own => r.text_values(&mut vals),
+    }
     let mut own: Vec<(TextField, Cow<'_, str>)> = Vec::with_capacity(vals.len());
     for (field, value) in vals.drain(..) {
         match value {
