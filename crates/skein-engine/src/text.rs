@@ -308,7 +308,8 @@ mod tests {
         l.body = payload("a big body");
         l.attributes
             .push(KeyValue::new("exception.message", payload("a long message")));
-        fn both<R: TextRecord>(r: &R) -> (Vec<(TextField, TextValue<'_>)>, Vec<(TextField, TextValue<'_>)>) {
+        type Values<'a> = Vec<(TextField, TextValue<'a>)>;
+        fn both<R: TextRecord>(r: &R) -> (Values<'_>, Values<'_>) {
             let (mut all, mut alone) = (Vec::new(), Vec::new());
             r.text_values(&mut all);
             all.retain(|(_, v)| matches!(v, TextValue::Payload { .. }));
