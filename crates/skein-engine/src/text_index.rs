@@ -247,7 +247,7 @@ impl PartTextBuilder {
     /// Why: a part's payloads can be most of its text (the prompts of LLM
     /// spans), and read and indexed at [`finish`](Self::finish), after the
     /// rows, they were the tail of every flush on the agent corpus: one
-    /// core busy for a third of the flush while ingest waited for it.
+    /// core busy for about half of the flush while ingest waited for it.
     pub fn with_rows<R: TextRecord + Send + Sync + 'static>(
         read: PayloadText,
         rows: Vec<Arc<R>>,
