@@ -154,13 +154,19 @@ fn attr_values<'a>(attrs: &'a [KeyValue], out: &mut Vec<(TextField, TextValue<'a
     }
 }
 
-/// The field of attribute `kv`'s text, if it is searched.
+/// The field of attribute `kv`'s text, if it is searched: its key's, or
+/// `payload` for any other value stored as a payload.
 fn attr_field(kv: &KeyValue) -> Option<TextField> {
-    if kv.key == "exception.type" {
+    key_field(&kv.key).or_else(|| as_ref_value(&kv.value).map(|_| TextField::Payload))
+}
+
+/// The field of an attribute's text when its key alone decides it.
+fn key_field(key: &str) -> Option<TextField> {
+    if key == "exception.type" {
         Some(TextField::Name)
-    } else if EXCEPTION_MESSAGES.contains(&kv.key.as_str()) {
+    } else if EXCEPTION_MESSAGES.contains(&key) {
         Some(TextField::Message)
-    } else if genai::is_content_key(&kv.key) || as_ref_value(&kv.value).is_some() {
+    } else if genai::is_content_key(key) {
         Some(TextField::Payload)
     } else {
         None
@@ -174,8 +180,10 @@ fn attr_payloads<'a>(attrs: &'a [KeyValue], out: &mut Vec<(TextField, TextValue<
         if !matches!(kv.value, AnyValue::Map(_)) {
             continue;
         }
-        if let (value @ TextValue::Payload { .. }, Some(field)) = (TextValue::of(&kv.value), attr_field(kv)) {
-            out.push((field, value));
+        // A payload is searched whatever its key (the reference was
+        // read once, here: `attr_field` would read it again).
+        if let value @ TextValue::Payload { .. } = TextValue::of(&kv.value) {
+            out.push((key_field(&kv.key).unwrap_or(TextField::Payload), value));
         }
     }
 }

@@ -179,7 +179,6 @@ fn index_record<R: TextRecord, S: TextSink>(
     let mut own: Vec<(TextField, Cow<'_, str>)> = Vec::with_capacity(vals.len());
     for (field, value) in vals.drain(..) {
         match value {
-            TextValue::Text(_) if values == Values::Payloads => {}
             TextValue::Text(t) => own.push((field, t)),
             TextValue::Payload { .. } if values == Values::Own => {}
             TextValue::Payload { id, preview } => {

@@ -14,7 +14,6 @@ use rustc_hash::FxBuildHasher;
 
 use std::ops::{Deref, Range};
 use std::panic::AssertUnwindSafe;
-use std::path::Path;
 use std::sync::Arc;
 
 use roaring::RoaringBitmap;
@@ -450,13 +449,7 @@ fn own_rows(docs: u32) -> Source {
 
 /// The files of a tantivy index held in `ram`, and its documents.
 pub(crate) fn tantivy_files(ram: &RamDirectory, index: &Index) -> Result<(Files, u32), TextError> {
-    let metas = index.load_metas()?;
-    let meta = ram
-        .atomic_read(Path::new(META_FILE))
-        .map_err(tantivy::TantivyError::from)?;
-    let mut files = vec![(META_FILE.to_owned(), meta)];
-    segment_files(ram, &metas, &mut files)?;
-    Ok((files, documents(&metas)?))
+    joined_tantivy_files(&[(ram, index)])
 }
 
 /// The files of tantivy indexes of one schema, held in `indexes`, as one
