@@ -77,6 +77,7 @@
 mod ascending;
 mod blocks;
 mod bundle;
+mod doc_bounds;
 mod eval;
 mod field;
 mod links;
