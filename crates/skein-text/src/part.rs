@@ -56,7 +56,8 @@ pub(crate) const SOURCES_FILE: &str = "skein.sources";
 const SHARED: u64 = 1 << 32;
 
 /// tantivy's indexing memory before it writes a segment; a bigger part is
-/// written as several segments and merged into one at `finish`.
+/// written as several segments, kept as they are (see
+/// [`PartTextIndexBuilder::finish`]).
 pub const DEFAULT_MEMORY_BUDGET: usize = 32 << 20;
 
 pub(crate) struct Fields {
@@ -400,14 +401,14 @@ impl PartTextIndexBuilder {
         write_bundle(files, &(own.rows | shared.rows), &shared.links, &[own_rows(docs)])
     }
 
-    /// Writes every document to tantivy, in one segment.
+    /// Writes every document to tantivy, in the segments it wrote as its
+    /// memory filled. They are not merged: a query reads any number of
+    /// segments, compaction merges them with the part's, and merging them
+    /// here was a quarter of a million-row part's index build (text_parts
+    /// example, 4M records: builder CPU 4.46 -> 3.42 µs a record).
     fn commit(mut self) -> Result<Committed, TextError> {
         self.flush_block()?;
         self.writer.commit()?;
-        let segments = self.index.searchable_segment_ids()?;
-        if segments.len() > 1 {
-            self.writer.merge(&segments).wait()?;
-        }
         self.writer.wait_merging_threads()?;
         Ok(Committed {
             ram: self.ram,
@@ -1219,5 +1220,35 @@ mod tests {
             // of 3125 and 6250.
             assert!(newest * 10 < all, "{name}: newest rows read {newest} of {all} postings");
         }
+    }
+
+    /// A part whose postings outgrow the builder's memory keeps the
+    /// segments tantivy wrote, and answers as one segment would.
+    #[test]
+    fn a_part_larger_than_the_memory_budget_keeps_its_segments() {
+        const ROWS: u32 = 120_000;
+        let mut b = PartTextIndexBuilder::with_memory_budget(0).unwrap();
+        for row in 0..ROWS {
+            b.add(row, &[(Field::Body, &format!("common w{} unique{row}", row % 100))])
+                .unwrap();
+        }
+        let ix = PartTextIndex::open(b.finish().unwrap()).unwrap();
+        assert!(ix.segments.len() > 1, "{} segment(s)", ix.segments.len());
+        let blocks = |f: &dyn Fn(u32) -> bool| -> RoaringBitmap {
+            (0..ROWS)
+                .filter(|r| f(*r))
+                .flat_map(|r| {
+                    let b = r / BLOCK_ROWS * BLOCK_ROWS;
+                    b..(b + BLOCK_ROWS).min(ROWS)
+                })
+                .collect()
+        };
+        let search = |q: &str| ix.search(&Query::parse(q).unwrap()).unwrap();
+        assert_eq!(search("common"), blocks(&|_| true));
+        assert_eq!(search("w7"), blocks(&|r| r % 100 == 7));
+        for row in [0, 1, 77_777, ROWS - 1] {
+            assert_eq!(search(&format!("unique{row}")), blocks(&|r| r == row), "unique{row}");
+        }
+        assert_eq!(search("nothing"), RoaringBitmap::new());
     }
 }
