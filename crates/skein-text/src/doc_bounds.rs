@@ -89,8 +89,8 @@ impl DocBounds {
         }
         let meets = |r: &Range<u32>| r.start < window.end && window.start < r.end;
         for (c, _) in self.rows.iter().enumerate().filter(|(_, r)| meets(r)) {
-            let first = c as u32 * CHUNK;
-            let chunk = first..(first + CHUNK).min(self.max_doc);
+            let first = (c as u32).saturating_mul(CHUNK);
+            let chunk = first..first.saturating_add(CHUNK).min(self.max_doc);
             match docs.last_mut() {
                 Some(last) if last.end == chunk.start => last.end = chunk.end,
                 _ => docs.push(chunk),
