@@ -21,9 +21,8 @@ use std::ops::Range;
 
 use tantivy::columnar::ColumnValues;
 
-use crate::blocks::BLOCK_ROWS;
 use crate::links::Links;
-use crate::sources::{self, Source, SourceRows};
+use crate::sources::{self, Source};
 
 /// Documents per chunk: tantivy's posting blocks hold 128.
 pub(crate) const CHUNK: u32 = 128;
@@ -58,17 +57,20 @@ impl DocBounds {
             numbers.get_range(u64::from(first), chunk);
             let (mut start, mut end) = (u32::MAX, 0);
             for (doc, &number) in (base + first..).zip(chunk.iter()) {
-                // A document no source holds fails any search that reads
-                // it: it is read, as every row's.
-                let named = match sources::source_of(all_sources, doc, source) {
-                    Some(s) => {
+                let named = match (
+                    sources::source_of(all_sources, doc, source),
+                    u32::try_from(number & !shared),
+                ) {
+                    (Some(s), Ok(n)) => {
                         source = s;
                         match number & shared {
-                            0 => Some(block_rows(&all_sources[s], number)),
-                            _ => linked_rows(links, &all_sources[s], number & !shared),
+                            0 => all_sources[s].block_span(n),
+                            _ => linked_rows(links, &all_sources[s], n),
                         }
                     }
-                    None => Some(0..u32::MAX),
+                    // A search that reads these fails (no source, or a
+                    // number past u32): they are read, as every row's.
+                    _ => Some(0..u32::MAX),
                 };
                 if let Some(r) = named {
                     start = start.min(r.start);
@@ -107,26 +109,9 @@ impl DocBounds {
 
 /// From the first to the last row linked to shared text `key` of `source`,
 /// if any is.
-fn linked_rows(links: &Links, source: &Source, key: u64) -> Option<Range<u32>> {
-    let rows = links
-        .sets()
-        .get(u32::try_from(key).ok()?.saturating_add(source.keys) as usize)?;
+fn linked_rows(links: &Links, source: &Source, key: u32) -> Option<Range<u32>> {
+    let rows = links.sets().get(key.saturating_add(source.keys) as usize)?;
     Some(rows.min()?..rows.max()?.saturating_add(1))
-}
-
-/// The part's rows block `block` of `source` names (all of them when the
-/// source cannot say).
-fn block_rows(source: &Source, block: u64) -> Range<u32> {
-    let Ok(b) = u32::try_from(block) else {
-        return 0..u32::MAX;
-    };
-    match &source.rows {
-        SourceRows::Own => b.saturating_mul(BLOCK_ROWS)..b.saturating_add(1).saturating_mul(BLOCK_ROWS),
-        SourceRows::Carried { starts, .. } => match (starts.get(b as usize), starts.get(b as usize + 1)) {
-            (Some(&from), Some(&to)) if from <= to => from..to,
-            _ => 0..u32::MAX,
-        },
-    }
 }
 
 #[cfg(test)]

@@ -52,6 +52,22 @@ pub(crate) enum SourceRows {
 }
 
 impl Source {
+    /// The span of the part's rows that block `block` of this source names
+    /// (for a carried source, the rows of `out` in it); `None` past the
+    /// source's blocks.
+    pub(crate) fn block_span(&self, block: u32) -> Option<Range<u32>> {
+        match &self.rows {
+            SourceRows::Own => {
+                let start = block.saturating_mul(BLOCK_ROWS);
+                Some(start..start.saturating_add(BLOCK_ROWS))
+            }
+            SourceRows::Carried { starts, .. } => {
+                let b = block as usize;
+                Some(*starts.get(b)?..*starts.get(b + 1)?)
+            }
+        }
+    }
+
     /// Adds the rows of `blocks` (sorted) that lie in `window` to `rows`
     /// (a superset when the source is the part's own: rows past the part's
     /// are removed later). The work is in proportion to the rows added, so
@@ -65,18 +81,18 @@ impl Source {
             SourceRows::Own => insert_runs(
                 rows,
                 blocks.iter().filter_map(|&b| {
-                    let start = b.saturating_mul(BLOCK_ROWS);
-                    clip((start, start.saturating_add(BLOCK_ROWS)))
+                    let span = self.block_span(b)?;
+                    clip((span.start, span.end))
                 }),
             ),
-            SourceRows::Carried { out, starts } => {
+            SourceRows::Carried { out, .. } => {
                 // Ranges stop at the source's last row (damaged starts
                 // could name any row: a range to u32::MAX would be 4G rows).
                 let end = out.max().map_or(0, |m| m.saturating_add(1));
                 let mut ranges = RoaringBitmap::new();
                 let bounds = blocks.iter().filter_map(|&b| {
-                    let b = b as usize;
-                    clip((*starts.get(b)?.min(&end), *starts.get(b + 1)?.min(&end)))
+                    let span = self.block_span(b)?;
+                    clip((span.start.min(end), span.end.min(end)))
                 });
                 insert_runs(&mut ranges, bounds);
                 ranges &= out;
