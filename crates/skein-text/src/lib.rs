@@ -97,6 +97,7 @@ pub use ascending::Ascending;
 pub use blocks::BLOCK_ROWS;
 pub use field::{Doc, Field, FieldSet};
 pub use mem::MemTextIndex;
+pub use merge::SegmentPolicy;
 pub use naive::Highlight;
 pub use part::{DEFAULT_MEMORY_BUDGET, PartTextIndex, PartTextIndexBuilder};
 pub use query::{Query, QueryError, parse};

@@ -457,11 +457,11 @@ pub(crate) fn tantivy_files(ram: &RamDirectory, index: &Index) -> Result<(Files,
 /// The files of tantivy indexes of one schema, held in `indexes`, as one
 /// index whose segments are theirs in order, and its documents.
 fn joined_tantivy_files(indexes: &[(&RamDirectory, &Index)]) -> Result<(Files, u32), TextError> {
-    let mut files = vec![(META_FILE.to_owned(), Vec::new())];
+    let mut files = Vec::new();
     let mut joined: Option<IndexMeta> = None;
     for (ram, index) in indexes {
         let metas = index.load_metas()?;
-        segment_files(ram, &metas, &mut files)?;
+        segment_files(*ram, &metas, &mut files)?;
         match &mut joined {
             Some(joined) => joined.segments.extend(metas.segments),
             None => joined = Some(metas),
@@ -469,25 +469,31 @@ fn joined_tantivy_files(indexes: &[(&RamDirectory, &Index)]) -> Result<(Files, u
     }
     let joined = joined.ok_or_else(|| TextError::Corrupt("no index to join".into()))?;
     // Segment ids are random (UUIDs): the segments' files never collide.
-    files[0].1 = serde_json::to_vec_pretty(&joined).map_err(std::io::Error::from)?;
+    files.insert(0, meta_file(&joined)?);
     Ok((files, documents(&joined)?))
 }
 
-fn documents(metas: &IndexMeta) -> Result<u32, TextError> {
+/// The `meta.json` of an index of the segments `metas` lists.
+pub(crate) fn meta_file(metas: &IndexMeta) -> Result<(String, Vec<u8>), TextError> {
+    let json = serde_json::to_vec_pretty(metas).map_err(std::io::Error::from)?;
+    Ok((META_FILE.to_owned(), json))
+}
+
+pub(crate) fn documents(metas: &IndexMeta) -> Result<u32, TextError> {
     let docs = metas.segments.iter().map(|s| u64::from(s.max_doc())).sum::<u64>();
     u32::try_from(docs).map_err(|_| TextError::TooLarge("documents"))
 }
 
-/// Appends the files of the segments of `metas`, held in `ram`, to `files`.
-fn segment_files(ram: &RamDirectory, metas: &IndexMeta, files: &mut Files) -> Result<(), TextError> {
+/// Appends the files of the segments of `metas`, held in `dir`, to `files`.
+pub(crate) fn segment_files(dir: &dyn Directory, metas: &IndexMeta, files: &mut Files) -> Result<(), TextError> {
     let mut paths: Vec<_> = metas.list_segment_files().into_iter().collect();
     paths.sort();
     for path in paths {
         // Candidates include components a segment may not have.
-        if !ram.exists(&path).map_err(tantivy::TantivyError::from)? {
+        if !dir.exists(&path).map_err(tantivy::TantivyError::from)? {
             continue;
         }
-        let bytes = ram
+        let bytes = dir
             .open_read(&path)
             .map_err(tantivy::TantivyError::from)?
             .read_bytes()?;
@@ -559,6 +565,10 @@ pub struct PartTextIndex {
     text: [TantivyField; 4],
     /// For merging into another part's index.
     pub(crate) index: Index,
+    /// The bundle's files as written, for carrying segments into another
+    /// part's index (tantivy's own directory hands out files without their
+    /// footers).
+    pub(crate) files: BundleDirectory,
     pub(crate) segments: Vec<Segment>,
     pub(crate) rows: RoaringBitmap,
     pub(crate) links: Links,
@@ -605,7 +615,8 @@ impl PartTextIndex {
             .ok_or_else(|| TextError::Corrupt("no shared text links".into()))?;
         let links = Links::decode(links.as_slice())?;
         let sources = files.remove(SOURCES_FILE);
-        let index = Index::open(BundleDirectory::new(files))?;
+        let files = BundleDirectory::new(files);
+        let index = Index::open(files.clone())?;
         let schema = index.schema();
         let fields = schema_fields(&schema)?;
         let mut segments = Vec::new();
@@ -648,6 +659,7 @@ impl PartTextIndex {
         Ok(PartTextIndex {
             text: fields.text,
             index,
+            files,
             segments,
             rows,
             links,
@@ -722,30 +734,32 @@ impl PartTextIndex {
     }
 
     /// Size of the bundle in bytes.
+    /// The number of tantivy segments it reads (a merged part's may be
+    /// its inputs', see [`SegmentPolicy`](crate::SegmentPolicy)).
+    pub fn segments(&self) -> usize {
+        self.segments.len()
+    }
+
     pub fn size_bytes(&self) -> usize {
         self.bytes
     }
 
-    /// Adds the numbers of the documents in a posting list that may name
-    /// rows in `window`: rows to `found.rows`, shared texts' keys to
-    /// `found.keys`. The postings of documents that cannot are skipped
-    /// unread (see [`crate::doc_bounds`]).
+    /// Adds the numbers of the documents in a posting list that lie in
+    /// `ranges` (those of a segment that may name rows in a window): rows
+    /// to `found.rows`, shared texts' keys to `found.keys`. The postings of
+    /// other documents are skipped unread (see [`crate::doc_bounds`]).
     fn collect(
         &self,
         seg: &Segment,
         inverted: &InvertedIndexReader,
         info: &TermInfo,
-        window: &Range<u32>,
+        ranges: &[Range<u32>],
         found: &mut Found,
     ) -> Result<(), TextError> {
-        let ranges = seg.docs_within(window, &self.sources, &self.links);
-        if ranges.is_empty() {
-            return Ok(());
-        }
         let mut postings = inverted.read_block_postings_from_terminfo(info, IndexRecordOption::Basic)?;
         let mut numbers = Vec::new();
         let mut source = 0;
-        for within in ranges {
+        for within in ranges.iter().cloned() {
             // The first document at or past the range's start, in the
             // block the skip list jumps to (ranges ascend, as seeks must).
             let mut skip = postings.seek(within.start);
@@ -880,9 +894,15 @@ impl TermSource for Windowed<'_> {
         let t = Term::from_field_text(ix.text[field.index()], term);
         let mut found = Found::new(ix.sources.len());
         for seg in &ix.segments {
+            // A segment none of whose documents reach the window is not
+            // read at all (its term dictionary included).
+            let ranges = seg.docs_within(&self.window, &ix.sources, &ix.links);
+            if ranges.is_empty() {
+                continue;
+            }
             let inverted = &seg.inverted[field.index()];
             if let Some(info) = inverted.get_term_info(&t)? {
-                ix.collect(seg, inverted, &info, &self.window, &mut found)?;
+                ix.collect(seg, inverted, &info, &ranges, &mut found)?;
             }
         }
         Ok(Cow::Owned(found.into_rows(ix, &self.window, &self.universe)))
@@ -892,13 +912,17 @@ impl TermSource for Windowed<'_> {
         let ix = self.ix;
         let mut found = Found::new(ix.sources.len());
         for seg in &ix.segments {
+            let ranges = seg.docs_within(&self.window, &ix.sources, &ix.links);
+            if ranges.is_empty() {
+                continue;
+            }
             let inverted = &seg.inverted[field.index()];
             let mut stream = inverted.terms().range().ge(prefix.as_bytes()).into_stream()?;
             while stream.advance() {
                 if !stream.key().starts_with(prefix.as_bytes()) {
                     break;
                 }
-                ix.collect(seg, inverted, stream.value(), &self.window, &mut found)?;
+                ix.collect(seg, inverted, stream.value(), &ranges, &mut found)?;
             }
         }
         Ok(found.into_rows(ix, &self.window, &self.universe))

@@ -3,11 +3,12 @@
 //! the inputs and drops some rows), twice over, and the merged index never
 //! loses a row the naive model matches in the merged part, nor names a row
 //! the part does not hold; and a window of its rows has exactly the
-//! candidates of the whole index in that window.
+//! candidates of the whole index in that window. Whichever segments the
+//! merge carries as they are and whichever it merges.
 
 use proptest::prelude::*;
 use roaring::RoaringBitmap;
-use skein_text::{Field, PartTextIndex, PartTextIndexBuilder, Query, RowMap};
+use skein_text::{Field, PartTextIndex, PartTextIndexBuilder, Query, RowMap, SegmentPolicy};
 
 const WORDS: &[&str] = &[
     "PoolTimeout",
@@ -108,6 +109,14 @@ fn build(shared: &[(Field, String)], rows: &[Row]) -> Result<(PartTextIndex, Mod
 /// Merges `inputs` as a compaction would: `plan` says which input gives the
 /// next row and whether that row survives.
 fn merge(inputs: &[(PartTextIndex, Model)], plan: &[(usize, bool)]) -> Result<(PartTextIndex, Model), TestCaseError> {
+    merge_with(inputs, plan, SegmentPolicy::default())
+}
+
+fn merge_with(
+    inputs: &[(PartTextIndex, Model)],
+    plan: &[(usize, bool)],
+    policy: SegmentPolicy,
+) -> Result<(PartTextIndex, Model), TestCaseError> {
     let mut maps = vec![RowMap::new(); inputs.len()];
     let mut next = vec![0usize; inputs.len()];
     let mut model = Vec::new();
@@ -127,8 +136,13 @@ fn merge(inputs: &[(PartTextIndex, Model)], plan: &[(usize, bool)]) -> Result<(P
         }
     }
     let pairs: Vec<(&PartTextIndex, &RowMap)> = inputs.iter().map(|(ix, _)| ix).zip(&maps).collect();
-    let bytes = PartTextIndex::merge(&pairs).map_err(fail)?;
+    let bytes = PartTextIndex::merge_with(&pairs, policy).map_err(fail)?;
     let ix = PartTextIndex::open(bytes).map_err(fail)?;
+    prop_assert!(
+        ix.segments() <= policy.max_segments.max(1),
+        "{} segments",
+        ix.segments()
+    );
     Ok((ix, model))
 }
 
@@ -178,18 +192,23 @@ proptest! {
         parts in prop::collection::vec(part(), 3..5),
         plan in prop::collection::vec((0usize..4, prop::bool::weighted(0.85)), 1..60),
         plan2 in prop::collection::vec((0usize..4, prop::bool::weighted(0.85)), 1..60),
+        // Segments of 0, 1 or 2 documents and up carried as they are; the
+        // rest merged in runs, or all once there would be too many.
+        keep_docs in 0u32..4,
+        max_segments in 1usize..8,
     ) {
+        let policy = SegmentPolicy { keep_docs, max_segments };
         let mut built = Vec::new();
         for (shared, rows) in &parts {
             built.push(build(shared, rows)?);
         }
         let last = built.pop().ok_or_else(|| fail("no parts"))?;
         let inputs = built.len();
-        let first = merge(&built, &plan)?;
+        let first = merge_with(&built, &plan, policy)?;
         prop_assert_eq!(first.0.sources(), inputs);
         check(&first.0, &first.1)?;
         // A merged part merged again, beside a fresh one.
-        let second = merge(&[first, last], &plan2)?;
+        let second = merge_with(&[first, last], &plan2, policy)?;
         prop_assert_eq!(second.0.sources(), inputs + 1);
         check(&second.0, &second.1)?;
     }
