@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::field::{Field, FieldSet};
 use crate::query::{Node, Query, QueryToken};
+use crate::reject::term_may;
 use crate::tokenize::{PieceKind, Token, tokenize};
 
 /// A matching fragment of one value of a hit, with the matched terms marked.
@@ -51,8 +52,7 @@ impl Query {
         if !self.may_match(doc) {
             return false;
         }
-        let values = analyze(self, doc);
-        eval(&self.root, &values, None)
+        eval_lazily(&self.root, doc)
     }
 
     /// The matching fragments of a record, per value, with the byte ranges of
@@ -101,34 +101,8 @@ fn analyze<'a>(query: &Query, doc: &[(Field, &'a str)]) -> Vec<Value<'a>> {
 /// match are.
 fn eval(node: &Node, values: &[Value<'_>], out: Option<&mut Vec<Occurrence>>) -> bool {
     match node {
-        Node::Term { fields, token } => leaf(values, *fields, out, |tokens, sink| {
-            for t in tokens {
-                term_matches(token, t, sink);
-            }
-        }),
-        Node::Prefix { fields, prefix } => leaf(values, *fields, out, |tokens, sink| {
-            // Several terms of a token may start with the prefix; mark the
-            // most telling: the parts that do (`HikariPool` of
-            // `HikariPool.java:696`), else the whole token (`PoolTimeout`
-            // for `pool*`), else the words or characters.
-            let starts = |s: &str| s.starts_with(prefix.as_str());
-            for t in tokens {
-                let before = sink.len();
-                for p in t.pieces.iter().filter(|p| p.kind == PieceKind::Part && starts(&p.text)) {
-                    sink.push((p.start, p.end));
-                }
-                if sink.len() > before {
-                    continue;
-                }
-                if starts(&t.text) {
-                    sink.push((t.start, t.end));
-                    continue;
-                }
-                for p in t.pieces.iter().filter(|p| starts(&p.text)) {
-                    sink.push((p.start, p.end));
-                }
-            }
-        }),
+        Node::Term { fields, token } => leaf(values, *fields, out, |tokens, sink| term_find(token, tokens, sink)),
+        Node::Prefix { fields, prefix } => leaf(values, *fields, out, |tokens, sink| prefix_find(prefix, tokens, sink)),
         Node::Phrase { fields, tokens: phrase } => leaf(values, *fields, out, |tokens, sink| {
             phrase_matches(phrase, tokens, sink);
         }),
@@ -164,6 +138,98 @@ fn eval(node: &Node, values: &[Value<'_>], out: Option<&mut Vec<Occurrence>>) ->
             any
         }
         Node::Not(n) => !eval(n, values, None),
+    }
+}
+
+/// [`eval`] without marking, on the record as it is: what `matches` asks,
+/// for every candidate an index gives (most of a search's time when a word
+/// is common). A term or prefix needs no value tokenized whole: tokens
+/// never cross ASCII whitespace, so a value is read a chunk (a run between
+/// ASCII whitespace) at a time up to the first match, and an ASCII chunk
+/// that cannot hold the term (see [`Query::may_match`]) is not tokenized
+/// at all. A phrase spans chunks, and tokenizes its fields' values whole.
+/// The test `lazy_evaluation_answers_as_whole_values_do` holds it to `eval`.
+fn eval_lazily(node: &Node, doc: &[(Field, &str)]) -> bool {
+    match node {
+        Node::Term { fields, token } => lazy_leaf(
+            doc,
+            *fields,
+            |chunk| term_may(token, chunk),
+            |tokens, sink| term_find(token, tokens, sink),
+        ),
+        Node::Prefix { fields, prefix } => lazy_leaf(
+            doc,
+            *fields,
+            |chunk| chunk.contains(prefix.as_str()),
+            |tokens, sink| prefix_find(prefix, tokens, sink),
+        ),
+        Node::Phrase { fields, tokens: phrase } => doc.iter().filter(|(f, _)| fields.contains(*f)).any(|(_, text)| {
+            let mut sink = Vec::new();
+            phrase_matches(phrase, &tokenize(text), &mut sink);
+            !sink.is_empty()
+        }),
+        Node::And(nodes) => nodes.iter().all(|n| eval_lazily(n, doc)),
+        Node::Or(nodes) => nodes.iter().any(|n| eval_lazily(n, doc)),
+        Node::Not(n) => !eval_lazily(n, doc),
+    }
+}
+
+/// Whether `find` finds anything in a chunk of a value of `fields`;
+/// `may_hold` is asked first of an ASCII chunk, lower-cased.
+fn lazy_leaf(
+    doc: &[(Field, &str)],
+    fields: FieldSet,
+    may_hold: impl Fn(&str) -> bool,
+    find: impl Fn(&[Token], &mut Vec<(usize, usize)>),
+) -> bool {
+    let mut lowered = String::new();
+    let mut sink = Vec::new();
+    for &(_, text) in doc.iter().filter(|(f, _)| fields.contains(*f)) {
+        for chunk in text.split_ascii_whitespace() {
+            if chunk.is_ascii() {
+                lowered.clear();
+                lowered.extend(chunk.chars().map(|c| c.to_ascii_lowercase()));
+                if !may_hold(&lowered) {
+                    continue;
+                }
+            }
+            find(&tokenize(chunk), &mut sink);
+            if !sink.is_empty() {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Pushes the ranges term `token` matches in `tokens`.
+fn term_find(token: &QueryToken, tokens: &[Token], sink: &mut Vec<(usize, usize)>) {
+    for t in tokens {
+        term_matches(token, t, sink);
+    }
+}
+
+/// Pushes the ranges `prefix` matches in `tokens`. Several terms of a token
+/// may start with the prefix; it marks the most telling: the parts that do
+/// (`HikariPool` of `HikariPool.java:696`), else the whole token
+/// (`PoolTimeout` for `pool*`), else the words or characters.
+fn prefix_find(prefix: &str, tokens: &[Token], sink: &mut Vec<(usize, usize)>) {
+    let starts = |s: &str| s.starts_with(prefix);
+    for t in tokens {
+        let before = sink.len();
+        for p in t.pieces.iter().filter(|p| p.kind == PieceKind::Part && starts(&p.text)) {
+            sink.push((p.start, p.end));
+        }
+        if sink.len() > before {
+            continue;
+        }
+        if starts(&t.text) {
+            sink.push((t.start, t.end));
+            continue;
+        }
+        for p in t.pieces.iter().filter(|p| starts(&p.text)) {
+            sink.push((p.start, p.end));
+        }
     }
 }
 
@@ -296,9 +362,126 @@ fn fragments(value: &Value<'_>, ranges: &[(usize, usize)], out: &mut Vec<Highlig
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn q(s: &str) -> Query {
         Query::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    /// Text from pieces that stress the tokenizer at chunk edges: case
+    /// changes, connectors at either end, digits and hex, CJK runs,
+    /// folding (`ß`, full-width), combining marks, and every kind of
+    /// whitespace (ASCII and not).
+    fn tricky_text() -> impl Strategy<Value = String> {
+        const PIECES: &[&str] = &[
+            "PoolTimeout",
+            "connection_pool",
+            "db.query",
+            "/usr/lib/",
+            "__init__",
+            "ERROR:",
+            "HTTPServer",
+            "V2Api",
+            "4bf92F35A77b34dA",
+            "30s",
+            "東京都",
+            "データ",
+            "Straße",
+            "STRASSE",
+            "ＰｏｏｌＴｉｍｅｏｕｔ",
+            "e\u{301}",
+            "quetzal",
+            "refused",
+            "a",
+            "-",
+            "#",
+            "(",
+            ")",
+            "\"",
+            ",",
+        ];
+        const GLUE: &[&str] = &[
+            "", "", " ", "  ", "\t", "\n", "\r\n", "\u{0b}", "\u{0c}", "\u{3000}", "\u{a0}",
+        ];
+        let piece = (prop::sample::select(PIECES), prop::sample::select(GLUE));
+        prop::collection::vec(piece, 0..12).prop_map(|p| p.into_iter().flat_map(|(a, b)| [a, b]).collect())
+    }
+
+    fn tricky_query() -> impl Strategy<Value = String> {
+        const LEAVES: &[&str] = &[
+            "pool",
+            "timeout",
+            "PoolTimeout",
+            "pooltimeout",
+            "connection_pool",
+            "ConnectionPool",
+            "query",
+            "db.query",
+            "usr/lib",
+            "init",
+            "error",
+            "http",
+            "server",
+            "v2",
+            "4bf92f35a77b34da",
+            "30s",
+            "東京",
+            "京都",
+            "strasse",
+            "quetzal",
+            "refused",
+            "é",
+            "poo*",
+            "time*",
+            "東*",
+            "str*",
+            "body:pool",
+            "name:timeout",
+            "\"connection refused\"",
+            "\"pool timeout\"",
+            "\"db.query 30s\"",
+        ];
+        let leaf = prop::sample::select(LEAVES).prop_map(str::to_owned);
+        leaf.prop_recursive(3, 8, 3, |inner| {
+            prop_oneof![
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} AND {b})")),
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} OR {b})")),
+                (inner.clone(), inner).prop_map(|(a, b)| format!("({a} AND NOT {b})")),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2048, ..ProptestConfig::default() })]
+
+        /// What `eval_lazily` rests on: a value's tokens are its ASCII-
+        /// whitespace chunks' tokens, one after another.
+        #[test]
+        fn tokens_never_cross_ascii_whitespace(text in tricky_text()) {
+            let whole: Vec<(String, Vec<String>)> =
+                tokenize(&text).into_iter().map(|t| (t.text, t.pieces.into_iter().map(|p| p.text).collect())).collect();
+            let chunked: Vec<(String, Vec<String>)> = text
+                .split_ascii_whitespace()
+                .flat_map(tokenize)
+                .map(|t| (t.text, t.pieces.into_iter().map(|p| p.text).collect()))
+                .collect();
+            prop_assert_eq!(whole, chunked);
+        }
+
+        /// `matches` (lazy, a chunk at a time) answers as evaluating the
+        /// whole values' tokens does.
+        #[test]
+        fn lazy_evaluation_answers_as_whole_values_do(
+            query in tricky_query(),
+            body in tricky_text(),
+            name in tricky_text(),
+        ) {
+            let query = q(&query);
+            let doc = [(Field::Body, body.as_str()), (Field::Name, name.as_str())];
+            let whole = eval(&query.root, &analyze(&query, &doc), None);
+            prop_assert_eq!(eval_lazily(&query.root, &doc), whole);
+            prop_assert_eq!(query.matches(&doc), whole);
+        }
     }
 
     #[test]

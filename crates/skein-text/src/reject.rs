@@ -39,7 +39,9 @@ fn may<'a>(node: &Node, doc: &[(Field, &'a str)], lowered: &mut [Option<Option<C
     }
 }
 
-fn term_may(q: &QueryToken, value: &str) -> bool {
+/// Whether `value`, ASCII and lower-cased, may hold a token `q` matches:
+/// it holds the term, or every word of an identifier term.
+pub(crate) fn term_may(q: &QueryToken, value: &str) -> bool {
     value.contains(q.text.as_str()) || (q.words.len() >= 2 && q.words.iter().all(|w| value.contains(w.as_str())))
 }
 
