@@ -226,6 +226,51 @@ fn main() {
         write(&d, &format!("{name}_body"), &prefixed(0, &remote_write::encode(&req)));
         write(&d, &format!("{name}_raw"), &prefixed(1, &raw));
     }
+
+    // Payloads: a WAL payload record (two frames, one holding two
+    // payloads), the legacy record, and a pack file of the same payloads.
+    let d = dir("payloads");
+    let payloads: [&[u8]; 3] = [&prompt, b"{\"role\":\"user\",\"content\":\"why is the pool empty?\"}", &[0, 159, 146, 150, 255]];
+    let mut frames = FrameBuilder::default();
+    for p in payloads {
+        frames.push(PayloadRef::of(p), p).unwrap();
+    }
+    let mut blobs = frames.finish().unwrap();
+    let mut second = FrameBuilder::default();
+    second.push(PayloadRef::of(b"a second frame"), b"a second frame").unwrap();
+    blobs.extend(second.finish().unwrap());
+    write(&d, "frames", &prefixed(0, &encode_frames(&blobs).unwrap()));
+    let mut legacy = Vec::new();
+    for p in payloads {
+        let z = zstd::bulk::compress(p, 3).unwrap();
+        legacy.extend_from_slice(&PayloadRef::of(p).0);
+        legacy.extend_from_slice(&(p.len() as u64).to_le_bytes());
+        legacy.extend_from_slice(&(z.len() as u32).to_le_bytes());
+        legacy.extend_from_slice(&z);
+    }
+    write(&d, "legacy", &prefixed(1, &legacy));
+    let refs: Vec<&_> = blobs.iter().collect();
+    let (pack, _) = skein_engine::payload::pack::encode(&refs).unwrap();
+    write(&d, "pack", &prefixed(2, &pack));
+
+    // Text queries (the first line), each over a record (the lines after).
+    let d = dir("text_query");
+    let record = "connection refused by db.query PoolTimeout after 30s\n\
+                  com.example.PoolTimeoutException\n\
+                  goroutine 17 [running]: データベースへの接続がタイムアウトしました\n\
+                  {\"role\":\"system\",\"content\":\"You are a helpful assistant. Straße\"}";
+    for (name, query) in [
+        ("word", "pool"),
+        ("phrase", "\"connection refused\""),
+        ("prefix_fields", "body:conn* AND name:PoolTimeout"),
+        ("boolean", "(timeout OR refused) AND NOT payload:assistant"),
+        ("identifier", "example.PoolTimeout"),
+        ("cjk", "接続"),
+        ("folding", "STRASSE"),
+        ("syntax_error", "(pool AND"),
+    ] {
+        write(&d, name, format!("{query}\n{record}").as_bytes());
+    }
 }
 
 /// Remote write requests: float samples with a staleness marker, and

@@ -513,6 +513,113 @@ mod tests {
         assert!(read_payload(&*src, &liar, None, "pack 1").is_err());
     }
 
+    /// What the `payloads` fuzz target checks, over damaged real records
+    /// and packs and over arbitrary bytes: decoding never panics, and a
+    /// payload read is an error or the bytes its name hashes.
+    mod damaged {
+        use super::*;
+        use crate::payload::{decode_frames, decode_legacy_blobs, encode_frames};
+        use crate::storage::InMemoryObject;
+        use proptest::prelude::*;
+        use std::sync::OnceLock;
+
+        /// A WAL payload record, a legacy one, and a pack: of the same payloads.
+        fn valid() -> &'static [Vec<u8>; 3] {
+            static VALID: OnceLock<[Vec<u8>; 3]> = OnceLock::new();
+            VALID.get_or_init(|| {
+                let mut texts = prompts(6);
+                texts.push(Vec::new());
+                texts.push(vec![0, 159, 146, 150, 255]);
+                let blobs = framed(&texts);
+                let mut legacy = Vec::new();
+                for t in &texts {
+                    let z = zstd::bulk::compress(t, 1).unwrap();
+                    legacy.extend_from_slice(&PayloadRef::of(t).0);
+                    legacy.extend_from_slice(&(t.len() as u64).to_le_bytes());
+                    legacy.extend_from_slice(&(z.len() as u32).to_le_bytes());
+                    legacy.extend_from_slice(&z);
+                }
+                let mut refs: Vec<&Blob> = blobs.iter().collect();
+                sort_by_frame(&mut refs);
+                [encode_frames(&blobs).unwrap(), legacy, encode(&refs).unwrap().0]
+            })
+        }
+
+        /// Decodes `bytes` as `kind` (0 frames, 1 legacy blobs, 2 a pack)
+        /// and reads every payload it names.
+        fn decode(kind: usize, bytes: &[u8]) {
+            let check = |id: PayloadRef, read: Result<Vec<u8>>| {
+                if let Ok(b) = read {
+                    assert_eq!(PayloadRef::of(&b), id, "a payload returned under another name");
+                }
+            };
+            match kind {
+                0 => {
+                    for b in decode_frames(bytes).unwrap_or_default() {
+                        check(b.id, b.decompress("test"));
+                    }
+                }
+                1 => {
+                    for b in decode_legacy_blobs(bytes).unwrap_or_default() {
+                        check(b.id, b.decompress("test"));
+                    }
+                }
+                _ => {
+                    let src = InMemoryObject(bytes::Bytes::copy_from_slice(bytes));
+                    let Ok(index) = read_index(&src, "test") else { return };
+                    let Ok(mut reader) = PackReader::new(&src, index.dictionary, "test") else {
+                        return;
+                    };
+                    for e in &index.entries {
+                        check(e.id, reader.read(e));
+                        check(e.id, read_payload(&src, e, None, "test"));
+                    }
+                }
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+            #[test]
+            fn damaged_payload_records_and_packs_never_panic(
+                kind in 0usize..3,
+                flips in prop::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 1..4),
+                cut in any::<prop::sample::Index>(),
+                truncate in any::<bool>(),
+            ) {
+                let mut bytes = valid()[kind].clone();
+                for (at, x) in flips {
+                    let i = at.index(bytes.len());
+                    bytes[i] ^= x;
+                }
+                if truncate {
+                    bytes.truncate(cut.index(bytes.len()));
+                }
+                decode(kind, &bytes);
+            }
+
+            #[test]
+            fn arbitrary_payload_bytes_never_panic(
+                kind in 0usize..3,
+                bytes in prop::collection::vec(any::<u8>(), 0..512),
+            ) {
+                decode(kind, &bytes);
+            }
+        }
+
+        #[test]
+        fn the_valid_inputs_decode() {
+            for (kind, bytes) in valid().iter().enumerate() {
+                decode(kind, bytes);
+            }
+            assert_eq!(decode_frames(&valid()[0]).unwrap().len(), 8);
+            assert_eq!(decode_legacy_blobs(&valid()[1]).unwrap().len(), 8);
+            let src = InMemoryObject(bytes::Bytes::copy_from_slice(&valid()[2]));
+            assert_eq!(read_index(&src, "test").unwrap().entries.len(), 8);
+        }
+    }
+
     /// An index whose entry reaches past its frame is refused on open.
     #[test]
     fn an_entry_outside_its_frame_is_refused() {
