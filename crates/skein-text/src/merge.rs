@@ -111,19 +111,19 @@ fn merge(inputs: &[(&PartTextIndex, &RowMap)], policy: SegmentPolicy) -> Result<
     let mut files = Vec::new();
     for piece in planned {
         match piece {
-            Planned::Kept(seg, dir) => {
+            Planned::Kept(segment) => {
                 let mut one = metas.clone();
-                one.segments = vec![seg.meta().clone()];
-                part::segment_files(dir, &one, &mut files)?;
+                one.segments = vec![segment.tantivy.meta().clone()];
+                part::segment_files(segment.files, &one, &mut files)?;
                 metas.segments.extend(one.segments);
             }
             Planned::Merged(run) => {
                 let ram = RamDirectory::create();
-                let segments: Vec<tantivy::Segment> = run.iter().map(|(s, _)| s.clone()).collect();
+                let segments: Vec<tantivy::Segment> = run.iter().map(|s| s.tantivy.clone()).collect();
                 let alive = vec![None; segments.len()];
                 let settings = first.0.index.settings().clone();
                 let merged = tantivy::indexer::merge_filtered_segments(&segments, settings, alive, ram.clone())?;
-                check_order(&merged, run.iter().map(|(_, s)| *s))?;
+                check_order(&merged, run.iter().map(|s| s.ours))?;
                 let one = merged.load_metas()?;
                 part::segment_files(&ram, &one, &mut files)?;
                 metas.segments.extend(one.segments);
@@ -143,9 +143,18 @@ fn merge(inputs: &[(&PartTextIndex, &RowMap)], policy: SegmentPolicy) -> Result<
 /// A segment of the merged index.
 enum Planned<'a> {
     /// An input's segment, carried as it is from its bundle's files.
-    Kept(tantivy::Segment, &'a BundleDirectory),
+    Kept(InputSegment<'a>),
     /// A run of adjacent inputs' segments, merged into one.
-    Merged(Vec<(tantivy::Segment, &'a Segment)>),
+    Merged(Vec<InputSegment<'a>>),
+}
+
+/// A segment of an input: tantivy's handle, what a search reads of it,
+/// and the files of the bundle that holds it.
+#[derive(Clone)]
+struct InputSegment<'a> {
+    tantivy: tantivy::Segment,
+    ours: &'a Segment,
+    files: &'a BundleDirectory,
 }
 
 /// The segments of the index merged from `inputs`, in order: every
@@ -157,46 +166,43 @@ fn plan<'a>(inputs: &[(&'a PartTextIndex, &RowMap)], policy: SegmentPolicy) -> R
         if segments.len() != ix.segments.len() {
             return Err(TextError::Corrupt("an index whose segments changed while open".into()));
         }
-        let dir = &ix.files;
-        all.extend(
-            segments
-                .into_iter()
-                .zip(&ix.segments)
-                .filter(|(_, s)| s.max_doc > 0)
-                .map(|(t, s)| (t, s, dir)),
-        );
+        for (tantivy, ours) in segments.into_iter().zip(&ix.segments) {
+            if ours.max_doc > 0 {
+                all.push(InputSegment {
+                    tantivy,
+                    ours,
+                    files: &ix.files,
+                });
+            }
+        }
     }
     // A segment is named by its id in the merged index: were one in two
     // inputs (never, short of a part copied), carrying both would collide.
     let mut ids = std::collections::HashSet::new();
-    let unique = all.iter().all(|(s, _, _)| ids.insert(s.id()));
-    let mut planned: Vec<Planned<'a>> = Vec::new();
-    let mut run: Vec<(tantivy::Segment, &'a Segment, &'a BundleDirectory)> = Vec::new();
-    let end_run = |run: &mut Vec<_>, planned: &mut Vec<Planned<'a>>| match run.len() {
+    let unique = all.iter().all(|s| ids.insert(s.tantivy.id()));
+    let mut planned = Vec::new();
+    let mut run = Vec::new();
+    let end_run = |run: &mut Vec<InputSegment<'a>>, planned: &mut Vec<Planned<'a>>| match run.len() {
         0 => {}
-        1 => planned.extend(run.pop().map(|(t, _, dir)| Planned::Kept(t, dir))),
-        _ => planned.push(merged(std::mem::take(run))),
+        1 => planned.extend(run.pop().map(Planned::Kept)),
+        _ => planned.push(Planned::Merged(std::mem::take(run))),
     };
-    for (tantivy_segment, seg, dir) in all.iter().cloned() {
-        if seg.max_doc >= policy.keep_docs {
+    for segment in all.iter().cloned() {
+        if segment.ours.max_doc >= policy.keep_docs {
             end_run(&mut run, &mut planned);
-            planned.push(Planned::Kept(tantivy_segment, dir));
+            planned.push(Planned::Kept(segment));
         } else {
-            run.push((tantivy_segment, seg, dir));
+            run.push(segment);
         }
     }
     end_run(&mut run, &mut planned);
     if !unique || planned.len() > policy.max_segments {
         return Ok(match all.len() {
             0 => Vec::new(),
-            _ => vec![merged(all)],
+            _ => vec![Planned::Merged(all)],
         });
     }
     Ok(planned)
-}
-
-fn merged<'a>(run: Vec<(tantivy::Segment, &'a Segment, &'a BundleDirectory)>) -> Planned<'a> {
-    Planned::Merged(run.into_iter().map(|(t, s, _)| (t, s)).collect())
 }
 
 /// The rows of `rows` that survive, as output rows. The map is monotonic,
