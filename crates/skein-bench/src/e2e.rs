@@ -339,6 +339,7 @@ fn run_corpus(args: &E2eArgs, agent_corpus: bool) -> Result<(), String> {
         args.clients,
         "logs",
     )?;
+    let acked = Instant::now();
     eprintln!(
         "ingested {} spans in {:.1} s ({:.0} spans/s), {} logs ({:.0}/s)",
         ingest.records,
@@ -362,6 +363,12 @@ fn run_corpus(args: &E2eArgs, agent_corpus: bool) -> Result<(), String> {
     let stats = wait_stored(&server, corpus.expected_spans(), corpus.expected_logs())?;
     let parts_after_ingest = stats["parts"].as_u64().unwrap_or(0);
     let peak_ingest = server.peak_rss_bytes();
+    // Parts are flushed without their full-text index, which is built once
+    // flushing has caught up: how long after the last acknowledgement every
+    // part had one, and what the whole of ingest and indexing cost.
+    let text_indexed = wait_text_indexed(&server)?.duration_since(acked);
+    let indexed_cpu = cpu_before.map(|before| server.cpu_seconds() - before);
+    let records = (ingest.records + log_ingest.records).max(1) as f64;
     let stats = server.wait_settled()?;
     let parts_after_compaction = stats["parts"].as_u64().unwrap_or(0);
 
@@ -429,6 +436,8 @@ fn run_corpus(args: &E2eArgs, agent_corpus: bool) -> Result<(), String> {
                 "peak_rss_mib": peak as f64 / 1048576.0,
                 "peak_rss_ingest_mib": peak_ingest as f64 / 1048576.0,
                 "span_ingest_cpu_us_per_span": span_ingest_cpu.map(|s| s * 1e6 / ingest.records.max(1) as f64),
+                "text_indexed_seconds_after_ack": text_indexed.as_secs_f64(),
+                "cpu_us_per_record_until_indexed": indexed_cpu.map(|s| s * 1e6 / records),
                 "rss_mib": rss as f64 / 1048576.0,
                 "wal_fsyncs": stats["wal_fsyncs"],
                 "wal_appends": stats["wal_appends"],
@@ -536,6 +545,21 @@ fn wait_stored(server: &SkeinProcess, spans: u64, logs: u64) -> Result<Value, St
             ));
         }
         std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// When every part has its full-text index and nothing waits for flush.
+fn wait_text_indexed(server: &SkeinProcess) -> Result<Instant, String> {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let s = server.stats()?;
+        if s["text_index_backlog_parts"].as_u64() == Some(0) && s["frozen_tiers"].as_u64() == Some(0) {
+            return Ok(Instant::now());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("parts still without a text index after 600 s: {s}"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -38,13 +38,14 @@ pub fn quiet_options(dir: &Path, durability: &str) -> Result<EngineOptions, Stri
     Ok(o)
 }
 
-/// Waits until nothing is frozen and no merge runs for 700 ms (longer than
-/// the compaction thread's poll); returns when that quiet began.
+/// Waits until nothing is frozen, no merge runs and every part has its
+/// full-text index (built after its flush) for 700 ms (longer than the
+/// compaction thread's poll); returns when that quiet began.
 pub fn quiet_since(engine: &Engine) -> Instant {
     let mut since: Option<Instant> = None;
     loop {
         let st = engine.stats();
-        let busy = st.frozen_tiers > 0 || st.compacting;
+        let busy = st.frozen_tiers > 0 || st.compacting || st.text_index_backlog_parts > 0;
         match (busy, since) {
             (true, _) => since = None,
             (false, None) => since = Some(Instant::now()),

@@ -292,6 +292,14 @@ fn render_e2e(v: &Value) -> String {
             "server CPU per span during span ingest (µs, all threads)",
             f(&r["server"]["span_ingest_cpu_us_per_span"], 2),
         ),
+        (
+            "every part text-indexed, seconds after the last ack",
+            f(&r["server"]["text_indexed_seconds_after_ack"], 2),
+        ),
+        (
+            "server CPU per record, ingest until text-indexed (µs, all threads)",
+            f(&r["server"]["cpu_us_per_record_until_indexed"], 2),
+        ),
         ("WAL fsyncs (group commits)", thousands(&r["server"]["wal_fsyncs"])),
         ("WAL appends", thousands(&r["server"]["wal_appends"])),
         (

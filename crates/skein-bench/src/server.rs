@@ -122,7 +122,9 @@ impl SkeinProcess {
                 s["compactions"].as_u64().unwrap_or(0),
                 s["flushes"].as_u64().unwrap_or(0),
             );
-            let busy = s["compacting"].as_bool().unwrap_or(false) || s["frozen_tiers"].as_u64().unwrap_or(0) > 0;
+            let busy = s["compacting"].as_bool().unwrap_or(false)
+                || s["frozen_tiers"].as_u64().unwrap_or(0) > 0
+                || s["text_index_backlog_parts"].as_u64().unwrap_or(0) > 0;
             if now != last || busy {
                 last = now;
                 stable_since = Instant::now();

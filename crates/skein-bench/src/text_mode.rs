@@ -6,7 +6,8 @@
 //!
 //! Timing: a chunk's records are generated before the clock starts; the
 //! clock stops once the engine has flushed them and no merge is running
-//! (so flush, index building and the merges ingest triggers are on it),
+//! and every part has its full-text index (so flush, index building, done
+//! after the flush, and the merges ingest triggers are on it),
 //! and the last chunk's clock includes the final `flush`. Merges while
 //! idle are switched off (`compaction.idle_after` = 1 day) so one engine
 //! does not merge while the other is timed; a full `compact` is timed on

@@ -52,10 +52,15 @@ pub enum FaultKind {
     /// bucket). That read is an error naming the object; everything else
     /// works, so the engine is degraded. Lasts until a restart.
     Corrupt,
+    /// A part's full-text index cannot be built after it was written (its
+    /// file cannot be read, or the index cannot be stored). Text queries
+    /// scan that part: the same answers, slower, so the engine is degraded.
+    /// Lasts while such a part does, or until a restart.
+    TextIndex,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 9] = [
+    pub const ALL: [FaultKind; 10] = [
         FaultKind::Wal,
         FaultKind::Flush,
         FaultKind::Compaction,
@@ -65,6 +70,7 @@ impl FaultKind {
         FaultKind::Gc,
         FaultKind::Disk,
         FaultKind::Corrupt,
+        FaultKind::TextIndex,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -78,6 +84,7 @@ impl FaultKind {
             FaultKind::Gc => "gc",
             FaultKind::Disk => "disk",
             FaultKind::Corrupt => "corrupt",
+            FaultKind::TextIndex => "text_index",
         }
     }
 
@@ -95,6 +102,7 @@ impl FaultKind {
                 | FaultKind::Gc
                 | FaultKind::Disk
                 | FaultKind::Corrupt
+                | FaultKind::TextIndex
         )
     }
 }

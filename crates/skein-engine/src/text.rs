@@ -125,14 +125,6 @@ pub trait TextRecord {
     /// Appends the record's text values, borrowed from it.
     fn text_values<'a>(&'a self, out: &mut Vec<(TextField, TextValue<'a>)>);
 
-    /// Its [`text_values`](Self::text_values) that are payloads, alone,
-    /// in the same order: what an index of a part's payloads reads of each
-    /// row, without turning the rest into text.
-    fn payload_text_values<'a>(&'a self, out: &mut Vec<(TextField, TextValue<'a>)>) {
-        self.text_values(out);
-        out.retain(|(_, v)| matches!(v, TextValue::Payload { .. }));
-    }
-
     /// The record's text, payloads read through `read`.
     fn text_doc(&self, read: Option<&PayloadText>) -> Vec<(TextField, Cow<'_, str>)> {
         let mut values = Vec::new();
@@ -173,21 +165,6 @@ fn key_field(key: &str) -> Option<TextField> {
     }
 }
 
-/// [`attr_values`] that are payloads: only a map can be a reference, so
-/// most attributes are passed over by their type alone.
-fn attr_payloads<'a>(attrs: &'a [KeyValue], out: &mut Vec<(TextField, TextValue<'a>)>) {
-    for kv in attrs {
-        if !matches!(kv.value, AnyValue::Map(_)) {
-            continue;
-        }
-        // A payload is searched whatever its key (the reference was
-        // read once, here: `attr_field` would read it again).
-        if let value @ TextValue::Payload { .. } = TextValue::of(&kv.value) {
-            out.push((key_field(&kv.key).unwrap_or(TextField::Payload), value));
-        }
-    }
-}
-
 impl TextRecord for LogRecord {
     fn text_values<'a>(&'a self, out: &mut Vec<(TextField, TextValue<'a>)>) {
         out.push((TextField::Body, TextValue::of(&self.body)));
@@ -195,15 +172,6 @@ impl TextRecord for LogRecord {
             out.push((TextField::Name, TextValue::Text(self.event_name.as_str().into())));
         }
         attr_values(&self.attributes, out);
-    }
-
-    fn payload_text_values<'a>(&'a self, out: &mut Vec<(TextField, TextValue<'a>)>) {
-        if matches!(self.body, AnyValue::Map(_))
-            && let value @ TextValue::Payload { .. } = TextValue::of(&self.body)
-        {
-            out.push((TextField::Body, value));
-        }
-        attr_payloads(&self.attributes, out);
     }
 }
 
@@ -217,13 +185,6 @@ impl TextRecord for Span {
         for e in &self.events {
             out.push((TextField::Name, TextValue::Text(e.name.as_str().into())));
             attr_values(&e.attributes, out);
-        }
-    }
-
-    fn payload_text_values<'a>(&'a self, out: &mut Vec<(TextField, TextValue<'a>)>) {
-        attr_payloads(&self.attributes, out);
-        for e in &self.events {
-            attr_payloads(&e.attributes, out);
         }
     }
 }
@@ -289,48 +250,5 @@ mod tests {
         l.body = AnyValue::Str("connection refused by db.query".into());
         assert!(matches(&q("body:\"connection refused\""), &l, None));
         assert!(matches(&q("query AND NOT timeout"), &l, None));
-    }
-
-    /// The payloads alone, read without the rest, are the payloads
-    /// `text_values` gives, in its order: of spans, their events and logs,
-    /// in every field a payload can be read as.
-    #[test]
-    fn payload_values_alone_are_those_of_all_values() {
-        let payload = |text: &str| ref_value(PayloadRef::of(text.as_bytes()), text);
-        let mut s = crate::testdata::spans(1, 1).remove(0);
-        s.attributes.extend([
-            KeyValue::new("gen_ai.input.messages", payload("the prompt")),
-            KeyValue::new("gen_ai.output.messages", "short, inline"),
-            KeyValue::new("app.blob", payload("a big attribute")),
-            KeyValue::new("app.map", AnyValue::Map(vec![KeyValue::new("a", "b")])),
-        ]);
-        s.events.push(skein_model::Event {
-            name: "exception".into(),
-            attributes: vec![
-                KeyValue::new("exception.type", "E"),
-                KeyValue::new("exception.stacktrace", payload("a long stack")),
-            ],
-            ..Default::default()
-        });
-        let mut l = crate::testdata::logs(1).remove(0);
-        l.body = payload("a big body");
-        l.attributes
-            .push(KeyValue::new("exception.message", payload("a long message")));
-        type Values<'a> = Vec<(TextField, TextValue<'a>)>;
-        fn both<R: TextRecord>(r: &R) -> (Values<'_>, Values<'_>) {
-            let (mut all, mut alone) = (Vec::new(), Vec::new());
-            r.text_values(&mut all);
-            all.retain(|(_, v)| matches!(v, TextValue::Payload { .. }));
-            r.payload_text_values(&mut alone);
-            (all, alone)
-        }
-        let (all, alone) = both(&s);
-        assert_eq!(alone, all);
-        let fields: Vec<TextField> = alone.iter().map(|(f, _)| *f).collect();
-        assert_eq!(fields, [TextField::Payload, TextField::Payload, TextField::Message]);
-        let (all, alone) = both(&l);
-        assert_eq!(alone, all);
-        let fields: Vec<TextField> = alone.iter().map(|(f, _)| *f).collect();
-        assert_eq!(fields, [TextField::Body, TextField::Message]);
     }
 }

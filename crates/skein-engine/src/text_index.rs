@@ -148,17 +148,7 @@ const READ_AHEAD_FROM: usize = 64;
 const READ_AHEAD: usize = 32;
 const READER_THREAD: &str = "skein-text-read";
 
-/// Which of a record's text values an index takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Values {
-    All,
-    /// Its own text only: another index takes its payloads.
-    Own,
-    /// Its payloads only, as shared texts (read through `read`).
-    Payloads,
-}
-
-/// Indexes record `r` as row `row` (the values `values` says). A payload it
+/// Indexes record `r` as row `row`. A payload it
 /// holds that the index has no key for yet is added to `pending`, for its
 /// text to be read later (here, if `pending` is then full); without `read`,
 /// its preview is indexed as the row's own text.
@@ -169,18 +159,13 @@ fn index_record<R: TextRecord, S: TextSink>(
     row: u32,
     r: &R,
     read: Option<&PayloadText>,
-    values: Values,
 ) -> Result<(), TextError> {
     let mut vals = Vec::new();
-    match values {
-        Values::Payloads => r.payload_text_values(&mut vals),
-        Values::All | Values::Own => r.text_values(&mut vals),
-    }
+    r.text_values(&mut vals);
     let mut own: Vec<(TextField, Cow<'_, str>)> = Vec::with_capacity(vals.len());
     for (field, value) in vals.drain(..) {
         match value {
             TextValue::Text(t) => own.push((field, t)),
-            TextValue::Payload { .. } if values == Values::Own => {}
             TextValue::Payload { id, preview } => {
                 if let Some(&key) = keys.get(&(id, field)) {
                     sink.link(row, key)?;
@@ -203,10 +188,8 @@ fn index_record<R: TextRecord, S: TextSink>(
             }
         }
     }
-    if values != Values::Payloads {
-        let doc: Vec<(TextField, &str)> = own.iter().map(|(f, t)| (*f, t.as_ref())).collect();
-        sink.own(row, &doc)?;
-    }
+    let doc: Vec<(TextField, &str)> = own.iter().map(|(f, t)| (*f, t.as_ref())).collect();
+    sink.own(row, &doc)?;
     match read {
         Some(read) if pending.is_full() => pending.index(sink, read),
         _ => Ok(()),
@@ -219,10 +202,8 @@ pub struct PartTextBuilder {
     keys: SharedKeys,
     pending: PendingPayloads,
     read: Option<PayloadText>,
+    /// Rows pushed.
     rows: u32,
-    /// The payloads' text, indexed on a thread of its own (see
-    /// [`with_rows`](Self::with_rows)).
-    payloads: Option<PayloadTextThread>,
 }
 
 impl PartTextBuilder {
@@ -234,27 +215,6 @@ impl PartTextBuilder {
             pending: PendingPayloads::default(),
             read,
             rows: 0,
-            payloads: None,
-        })
-    }
-
-    /// A builder for a part whose rows are known before they are pushed
-    /// (a flush has them all in memory): `rows`, in the order they will be
-    /// pushed. Their payloads are indexed from the start, on a thread of
-    /// their own, while the rows' own text is pushed here.
-    ///
-    /// Why: a part's payloads can be most of its text (the prompts of LLM
-    /// spans), and read and indexed at [`finish`](Self::finish), after the
-    /// rows, they were the tail of every flush on the agent corpus: one
-    /// core busy for about half of the flush while ingest waited for it.
-    pub fn with_rows<R: TextRecord + Send + Sync + 'static>(
-        read: PayloadText,
-        rows: Vec<Arc<R>>,
-    ) -> Result<PartTextBuilder, TextError> {
-        let payloads = PayloadTextThread::start(read.clone(), rows)?;
-        Ok(PartTextBuilder {
-            payloads: Some(payloads),
-            ..PartTextBuilder::new(Some(read))?
         })
     }
 
@@ -263,19 +223,7 @@ impl PartTextBuilder {
         let row = self.rows;
         self.rows += 1;
         let read = self.read.as_ref();
-        let values = match self.payloads {
-            Some(_) => Values::Own,
-            None => Values::All,
-        };
-        index_record(
-            &mut self.builder,
-            &mut self.keys,
-            &mut self.pending,
-            row,
-            r,
-            read,
-            values,
-        )
+        index_record(&mut self.builder, &mut self.keys, &mut self.pending, row, r, read)
     }
 
     /// The index as the bytes of one file. The payloads still pending are
@@ -284,79 +232,10 @@ impl PartTextBuilder {
     /// decompressed a frame again for each chunk that named it (a part's
     /// row order is no frame's order).
     pub fn finish(mut self) -> Result<Vec<u8>, TextError> {
-        if let Some(payloads) = self.payloads.take() {
-            let (shared, rows) = payloads.join()?;
-            if rows != self.rows {
-                return Err(TextError::Corrupt(format!(
-                    "the payloads of {rows} rows were indexed for a part of {} rows",
-                    self.rows
-                )));
-            }
-            return self.builder.finish_with_shared(shared);
-        }
         if let Some(read) = &self.read {
             self.pending.index(&mut self.builder, read)?;
         }
         self.builder.finish()
-    }
-}
-
-/// The thread indexing a part's payloads (see [`PartTextBuilder::with_rows`]):
-/// it links each row to its payloads' shared texts, then reads those texts
-/// in the order of their places and indexes them.
-struct PayloadTextThread {
-    done: Option<std::thread::JoinHandle<Result<(PartTextIndexBuilder, u32), TextError>>>,
-    /// Set when the part is abandoned: the thread stops at the next row.
-    abandon: Arc<std::sync::atomic::AtomicBool>,
-}
-
-const PAYLOAD_TEXT_THREAD: &str = "skein-text-pay";
-
-impl PayloadTextThread {
-    fn start<R: TextRecord + Send + Sync + 'static>(
-        read: PayloadText,
-        rows: Vec<Arc<R>>,
-    ) -> Result<PayloadTextThread, TextError> {
-        let abandon = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let stop = abandon.clone();
-        let done = std::thread::Builder::new()
-            .name(PAYLOAD_TEXT_THREAD.into())
-            .spawn(move || {
-                let mut builder = PartTextIndexBuilder::new()?;
-                let (mut keys, mut pending) = (SharedKeys::default(), PendingPayloads::default());
-                let count = u32::try_from(rows.len()).map_err(|_| TextError::TooLarge("rows"))?;
-                for (row, r) in (0..count).zip(&rows) {
-                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        return Err(TextError::Corrupt("the part was abandoned".into()));
-                    }
-                    let read = Some(&read);
-                    index_record(&mut builder, &mut keys, &mut pending, row, &**r, read, Values::Payloads)?;
-                }
-                drop(rows);
-                pending.index(&mut builder, &read)?;
-                Ok((builder, count))
-            })?;
-        Ok(PayloadTextThread {
-            done: Some(done),
-            abandon,
-        })
-    }
-
-    /// The builder holding the payloads' shared texts, and the rows it saw.
-    fn join(mut self) -> Result<(PartTextIndexBuilder, u32), TextError> {
-        match self.done.take().map(|h| h.join()) {
-            Some(Ok(built)) => built,
-            Some(Err(_)) => Err(TextError::Corrupt("the payload text thread panicked".into())),
-            None => Err(TextError::Corrupt("the payload text thread is gone".into())),
-        }
-    }
-}
-
-impl Drop for PayloadTextThread {
-    fn drop(&mut self) {
-        // A part abandoned midway: the thread ends at its next row, and
-        // ends alone (its rows and builder are its own).
-        self.abandon.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -392,7 +271,7 @@ impl HotText {
                 continue;
             }
             // A hot index cannot fail (it is maps in memory).
-            let _ = index_record(index, keys, &mut pending, row, &**r, read, Values::All);
+            let _ = index_record(index, keys, &mut pending, row, &**r, read);
         }
         // Rows are covered once their payloads' text is in.
         if let Some(read) = read {
@@ -505,25 +384,6 @@ mod tests {
         a_part_reads_payloads(READ_AHEAD_FROM * 3, true);
     }
 
-    #[test]
-    fn a_part_whose_rows_are_known_indexes_their_payloads_on_a_thread_of_their_own() {
-        a_part_reads_known_rows_payloads(40, false);
-        a_part_reads_known_rows_payloads(READ_AHEAD_FROM * 3, true);
-    }
-
-    /// The payload text thread is told the part's rows: pushing others is
-    /// an error, never an index whose links name the wrong rows.
-    #[test]
-    fn a_part_pushed_other_rows_than_it_was_told_has_no_index() {
-        let f = fixture(40);
-        let mut b = PartTextBuilder::with_rows(f.read.clone(), f.rows.clone()).unwrap();
-        for r in &f.rows[1..] {
-            b.push(&**r).unwrap();
-        }
-        let err = b.finish().unwrap_err().to_string();
-        assert!(err.contains("120 rows") && err.contains("119 rows"), "{err}");
-    }
-
     fn a_part_reads_payloads(n: usize, ahead: bool) {
         let f = fixture(n);
         let mut b = PartTextBuilder::new(Some(f.read.clone())).unwrap();
@@ -535,19 +395,6 @@ mod tests {
         let readers = f.readers.lock().clone();
         assert_eq!(readers.contains(READER_THREAD), ahead, "read by {readers:?}");
         assert_eq!(readers.len(), 1, "read by {readers:?}");
-        check_part(&f, &ix, n);
-    }
-
-    fn a_part_reads_known_rows_payloads(n: usize, ahead: bool) {
-        let f = fixture(n);
-        let mut b = PartTextBuilder::with_rows(f.read.clone(), f.rows.clone()).unwrap();
-        for r in &f.rows {
-            b.push(&**r).unwrap();
-        }
-        let ix = PartTextIndex::open(b.finish().unwrap()).unwrap();
-        let readers = f.readers.lock().clone();
-        let reader = if ahead { READER_THREAD } else { PAYLOAD_TEXT_THREAD };
-        assert_eq!(readers, [reader.to_string()].into(), "read by {readers:?}");
         check_part(&f, &ix, n);
     }
 

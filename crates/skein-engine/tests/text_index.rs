@@ -63,6 +63,8 @@ enum Step {
     Spans(Vec<(u8, u8)>),
     Logs(Vec<(u8, u8)>),
     Flush,
+    /// Builds the indexes of the parts flushed without one.
+    IndexText,
     Compact,
     Reopen,
 }
@@ -72,6 +74,7 @@ fn step() -> impl Strategy<Value = Step> {
         4 => prop::collection::vec((0..4u8, any::<u8>()), 1..20).prop_map(Step::Spans),
         3 => prop::collection::vec((any::<u8>(), any::<u8>()), 1..20).prop_map(Step::Logs),
         2 => Just(Step::Flush),
+        1 => Just(Step::IndexText),
         1 => Just(Step::Compact),
         1 => Just(Step::Reopen),
     ]
@@ -223,6 +226,10 @@ proptest! {
                     e.ingest_logs(batch).unwrap();
                 }
                 Step::Flush => e.flush().unwrap(),
+                Step::IndexText => {
+                    e.index_text().unwrap();
+                    prop_assert_eq!(e.stats().text_index_backlog_parts, 0);
+                }
                 Step::Compact => {
                     e.flush().unwrap();
                     e.compact().unwrap();
@@ -238,9 +245,10 @@ proptest! {
     }
 }
 
-/// Parts get a text index and the hot tier one too, and queries use them
-/// (the explain names it); with full-text indexes off the answers are the
-/// same, and no index file is written.
+/// Parts get a text index after they are flushed, and the hot tier one
+/// too, and queries use them (the explain names it); a part not indexed yet
+/// is scanned, with the same answers; with full-text indexes off the
+/// answers are the same, and no index file is written.
 #[test]
 fn indexes_are_built_used_and_optional() {
     let q = TextQuery::parse("zebra").unwrap();
@@ -263,16 +271,25 @@ fn indexes_are_built_used_and_optional() {
             })
             .unwrap();
         e.flush().unwrap();
-        let stats = e.stats();
-        let flushed = e
-            .search_logs(&LogQuery {
+        let search = || {
+            e.search_logs(&LogQuery {
                 text: Some(q.clone()),
                 limit: 1000,
                 ..Default::default()
             })
-            .unwrap();
+            .unwrap()
+        };
+        let unindexed = search();
+        let backlog = e.stats().text_index_backlog_parts;
+        assert_eq!(e.index_text().unwrap(), if on { 2 } else { 0 });
+        let stats = e.stats();
+        let flushed = search();
         let txt: Vec<_> = walk(dir.path()).into_iter().filter(|p| p.ends_with(".txt")).collect();
+        assert_eq!(unindexed.records, flushed.records, "a part not indexed yet is scanned");
+        assert_eq!(stats.text_index_backlog_parts, 0);
         if on {
+            assert_eq!(backlog, 2, "a span and a log part, flushed without an index");
+            assert_eq!(stats.text_index_builds, 2);
             assert!(
                 hot.explain.index_used.iter().any(|i| i == "text index"),
                 "{:?}",
@@ -292,6 +309,7 @@ fn indexes_are_built_used_and_optional() {
             );
             assert!(stats.text_index_bytes > 0);
         } else {
+            assert_eq!(backlog, 0);
             assert!(!flushed.explain.index_used.iter().any(|i| i == "text index"));
             assert!(txt.is_empty(), "{txt:?}");
             assert_eq!(stats.text_index_bytes, 0);
@@ -338,6 +356,7 @@ fn compaction_merges_text_indexes_and_rebuilds_without_them() {
         e.ingest_logs(logs[range.clone()].to_vec()).unwrap();
         e.ingest_spans(spans[range].to_vec()).unwrap();
         e.flush().unwrap();
+        e.index_text().unwrap();
         assert_eq!(e.stats().parts, 2 * (batch + 1), "one part per signal per flush");
     }
     e.compact().unwrap();
@@ -357,7 +376,7 @@ fn compaction_merges_text_indexes_and_rebuilds_without_them() {
     e.close().unwrap();
     drop(e);
 
-    // A part written without a text index, merged with one that has it.
+    // A part written with full text off, merged with one not indexed yet.
     let dir = tempfile::tempdir().unwrap();
     let mut off = options(dir.path());
     off.full_text = false;
@@ -409,6 +428,7 @@ fn pages_of_hits_walk_a_big_part_window_by_window() {
         e.ingest_logs(batch.to_vec()).unwrap();
     }
     e.flush().unwrap();
+    e.index_text().unwrap();
     assert_eq!(e.stats().parts, 1, "one part holds them all");
     for (text, min_severity, limit) in [
         ("common", None, 250),
@@ -446,4 +466,67 @@ fn pages_of_hits_walk_a_big_part_window_by_window() {
         }
         assert_eq!(got, want, "{text}");
     }
+}
+
+/// With background threads on, a part flushed without its index gets one
+/// once flushing has caught up; after a restart its index file is loaded,
+/// not built again.
+#[test]
+fn the_backlog_is_indexed_in_the_background_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs: Vec<LogRecord> = (0..200).map(|i| log(i, (i % 4) as u8)).collect();
+    let mut o = options(dir.path());
+    o.background = true;
+    let e = Engine::open(o).unwrap();
+    e.ingest_logs(logs.clone()).unwrap();
+    e.flush().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while e.stats().text_index_backlog_parts > 0 {
+        assert!(std::time::Instant::now() < deadline, "not indexed: {:?}", e.stats());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(e.stats().text_index_builds, 1);
+    check(&e, &[], &logs).unwrap();
+    e.close().unwrap();
+    drop(e);
+    let e = Engine::open(options(dir.path())).unwrap();
+    let st = e.stats();
+    assert_eq!((st.text_index_backlog_parts, st.text_index_builds), (0, 0), "{st:?}");
+    assert!(st.text_index_bytes > 0);
+    check(&e, &[], &logs).unwrap();
+}
+
+/// A part whose index cannot be stored is a `text_index` fault (degraded,
+/// not down) for as long as the part is there unindexed, and is not tried
+/// again until a restart; its text queries scan it meanwhile.
+#[test]
+fn a_part_that_cannot_be_indexed_is_a_fault_and_is_scanned() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs: Vec<LogRecord> = (0..50).map(|i| log(i, (i % 4) as u8)).collect();
+    let e = Engine::open(options(dir.path())).unwrap();
+    e.ingest_logs(logs.clone()).unwrap();
+    e.flush().unwrap();
+    let part = walk(dir.path())
+        .into_iter()
+        .find(|p| p.contains("logs") && p.ends_with(".parquet"))
+        .unwrap();
+    // A directory where the index file goes: storing it fails.
+    let blocker = Path::new(&part).with_extension("txt");
+    std::fs::create_dir(&blocker).unwrap();
+    std::fs::write(blocker.join("keep"), b"x").unwrap();
+    let err = e.index_text().unwrap_err().to_string();
+    assert!(err.contains("full-text index of logs part"), "{err}");
+    let fault = e.faults().into_iter().find(|f| f.kind.as_str() == "text_index");
+    assert!(fault.is_some_and(|f| f.kind.degrades_only()));
+    assert_eq!(e.stats().text_index_backlog_parts, 1);
+    check(&e, &[], &logs).unwrap();
+    // Not tried again while the engine runs, even once it could be.
+    std::fs::remove_dir_all(&blocker).unwrap();
+    assert!(e.index_text().is_err());
+    e.close().unwrap();
+    drop(e);
+    let e = Engine::open(options(dir.path())).unwrap();
+    assert_eq!(e.index_text().unwrap(), 1);
+    assert!(e.faults().is_empty(), "{:?}", e.faults());
+    check(&e, &[], &logs).unwrap();
 }

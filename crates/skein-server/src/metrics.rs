@@ -278,6 +278,24 @@ impl Metrics {
                 "Heap memory of full-text indexes (the hot tiers', and the parts' row sets and links).",
                 s.text_index_memory_bytes as f64,
             );
+            gauge(
+                &mut out,
+                "skein_text_index_backlog_parts",
+                "Parts without their full-text index yet (flushed, indexed once flushing has caught up; text queries scan them meanwhile).",
+                s.text_index_backlog_parts as f64,
+            );
+            counter(
+                &mut out,
+                "skein_text_index_builds_total",
+                "Full-text indexes built for parts after they were written.",
+                s.text_index_builds as f64,
+            );
+            counter(
+                &mut out,
+                "skein_text_index_build_seconds_total",
+                "Time spent building those indexes.",
+                s.text_index_build_seconds,
+            );
             counter(
                 &mut out,
                 "skein_wal_fsyncs_total",

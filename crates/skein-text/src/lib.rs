@@ -6,7 +6,7 @@
 //!
 //! # How it is used
 //! ```text
-//! flush             PartTextIndexBuilder::add(row, &doc)…; finish() -> bytes   (one file beside the part)
+//! a part           PartTextIndexBuilder::add(row, &doc)…; finish() -> bytes   (one file beside the part)
 //! compaction        PartTextIndex::merge(&[(&input, &row_map)…]) -> bytes       (the inputs' indexes, merged)
 //! read              PartTextIndex::open(bytes)?.search(&query)? -> candidate rows
 //! hot tier          MemTextIndex::add(row, &doc); search(&query) -> candidate rows

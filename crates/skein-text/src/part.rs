@@ -379,28 +379,6 @@ impl PartTextIndexBuilder {
         write_bundle(files, &built.rows, &built.links, &[own_rows(docs)])
     }
 
-    /// Writes the index of a part whose rows' own text this builder
-    /// indexed while `shared`, beside it on another thread, indexed the
-    /// shared texts of the same rows (their payloads), and returns its
-    /// bundle. Its tantivy index holds both builders' segments, this one's
-    /// first, as they are: a document is found by its number whatever its
-    /// segment (merging them would cost about as much again as writing
-    /// them, and compaction merges them anyway).
-    ///
-    /// Why two builders: a part's payloads can be most of its text (the
-    /// prompts of LLM spans), and indexed after its rows they were the
-    /// tail of every flush, one core busy while ingest waited for it.
-    pub fn finish_with_shared(self, shared: PartTextIndexBuilder) -> Result<Vec<u8>, TextError> {
-        if self.links.len() > 0 {
-            return Err(TextError::Corrupt(
-                "a builder of own rows holds shared texts too: their keys would collide".into(),
-            ));
-        }
-        let (own, shared) = (self.commit()?, shared.commit()?);
-        let (files, docs) = joined_tantivy_files(&[(&own.ram, &own.index), (&shared.ram, &shared.index)])?;
-        write_bundle(files, &(own.rows | shared.rows), &shared.links, &[own_rows(docs)])
-    }
-
     /// Writes every document to tantivy, in the segments it wrote as its
     /// memory filled. They are not merged: a query reads any number of
     /// segments, compaction merges them with the part's, and merging them
@@ -1090,71 +1068,6 @@ mod tests {
             }
         }
         assert_eq!(ix.search(&Query::parse("body:common").unwrap()).unwrap().len(), 200);
-    }
-
-    /// A part's own rows indexed by one builder and their shared texts by
-    /// another (as a flush does, on two threads) answer every query as one
-    /// builder would, and so does their merge with another part.
-    #[test]
-    fn a_part_built_by_two_builders_answers_as_one() {
-        let own = |row: u32| format!("row{row} common name{}", row % 7);
-        let shared = |row: u32| {
-            let rules: String = (0..60).map(|k| format!("rule{k} of the prompt ")).collect();
-            format!("{rules}user asks about tail{row}")
-        };
-        let has_shared = |row: u32| row % 3 != 1;
-        let (mut one, mut rows_only, mut texts) = (
-            PartTextIndexBuilder::new().unwrap(),
-            PartTextIndexBuilder::new().unwrap(),
-            PartTextIndexBuilder::new().unwrap(),
-        );
-        for row in 0..300u32 {
-            one.add(row, &[(Field::Name, &own(row))]).unwrap();
-            rows_only.add(row, &[(Field::Name, &own(row))]).unwrap();
-            if has_shared(row) {
-                let key = one.add_shared(Field::Payload, &shared(row)).unwrap();
-                one.link(row, key).unwrap();
-                let key = texts.new_shared().unwrap();
-                texts.link(row, key).unwrap();
-                texts.set_shared(key, Field::Payload, &shared(row)).unwrap();
-            }
-        }
-        let one = PartTextIndex::open(one.finish().unwrap()).unwrap();
-        let two = PartTextIndex::open(rows_only.finish_with_shared(texts).unwrap()).unwrap();
-        assert_eq!(two.segments.len(), 2, "both builders' segments, as they are");
-        let mut map = RowMap::new();
-        for row in 0..300u32 {
-            map.keep(row, row).unwrap();
-        }
-        let merged = PartTextIndex::open(PartTextIndex::merge(&[(&two, &map)]).unwrap()).unwrap();
-        let rows = |f: &dyn Fn(u32) -> bool| (0..300u32).filter(|r| f(*r)).collect::<RoaringBitmap>();
-        for q in [
-            "tail5",
-            "tail4",
-            "name3",
-            "rule7 AND name3",
-            "payload:prompt",
-            "common AND NOT payload:prompt",
-            "row12 OR tail13",
-            "nothing",
-        ] {
-            let query = Query::parse(q).unwrap();
-            let want = one.search(&query).unwrap();
-            assert_eq!(two.search(&query).unwrap(), want, "{q}");
-            assert_eq!(merged.search(&query).unwrap(), want, "{q}: merged");
-        }
-        // Links are exact: the rows holding a prompt, and no others.
-        assert_eq!(
-            two.search(&Query::parse("payload:prompt").unwrap()).unwrap(),
-            rows(&|r| has_shared(r))
-        );
-
-        let mut both = PartTextIndexBuilder::new().unwrap();
-        both.add_shared(Field::Payload, "a shared text").unwrap();
-        let err = both
-            .finish_with_shared(PartTextIndexBuilder::new().unwrap())
-            .unwrap_err();
-        assert!(err.to_string().contains("collide"), "{err}");
     }
 
     /// A window's candidates are the whole part's in that window, for a

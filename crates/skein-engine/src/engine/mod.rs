@@ -54,6 +54,7 @@ mod recovery;
 mod refresh;
 pub(crate) mod replay_floor;
 mod retention;
+mod text_backlog;
 pub mod tier;
 // Time series for the web UI's charts.
 mod timeline;
@@ -233,6 +234,13 @@ pub struct EngineStats {
     /// Compactions whose text index was built from their rows (an input
     /// had none).
     pub text_index_rebuilds: u64,
+    /// Parts given their full-text index after they were written (a flush
+    /// writes none), and the seconds those builds took.
+    pub text_index_builds: u64,
+    pub text_index_build_seconds: f64,
+    /// Parts without a full-text index yet: text queries scan them. Their
+    /// indexes are built once flushing has caught up with ingest.
+    pub text_index_backlog_parts: u64,
     /// A merge is running now.
     pub compacting: bool,
     pub next_seq: u64,
@@ -285,6 +293,10 @@ pub(crate) struct Inner {
     compactions: AtomicU64,
     text_index_merges: AtomicU64,
     text_index_rebuilds: AtomicU64,
+    text_index_builds: AtomicU64,
+    text_index_build_nanos: AtomicU64,
+    /// Parts whose full-text index cannot be built, and why.
+    unindexable: Mutex<text_backlog::Unindexable>,
     compaction_nanos: AtomicU64,
     faults: Arc<Faults>,
     pub(crate) shadow_cache: crate::query::shadow::ShadowCache,
@@ -768,6 +780,15 @@ impl Engine {
     /// a compaction fault until a compaction succeeds.
     pub fn compact(&self) -> Result<usize> {
         self.inner.tracked(FaultKind::Compaction, || self.inner.compact(true))
+    }
+
+    /// Builds the full-text index of every part that has none yet (a
+    /// flush writes its part without one), synchronously, whatever ingest
+    /// is doing; the compaction thread does this once flushing has caught
+    /// up. Returns how many it built.
+    pub fn index_text(&self) -> Result<usize> {
+        self.inner
+            .tracked(FaultKind::TextIndex, || self.inner.index_text_backlog(false))
     }
 
     pub fn stats(&self) -> EngineStats {
@@ -1277,15 +1298,8 @@ impl Inner {
             },
         )?
         .with_index(index);
-        if self.opts.full_text && R::SIGNAL.has_text() {
-            // The tier's payloads are in a pack by now, and still in the tier.
-            let read = self.payload_text(vec![frozen.tier.clone()]);
-            w = if frozen.tier.payloads.read().blobs.is_empty() {
-                w.with_text_index(Some(read))
-            } else {
-                w.with_text_index_of_rows(read, rows.iter().map(|(r, _)| r.clone()).collect())
-            };
-        }
+        // No full-text index: the compaction thread builds it once flushing
+        // has caught up (see `text_backlog`).
         for (r, key) in rows {
             w.push_keyed(r, key)?;
         }
@@ -1363,6 +1377,10 @@ impl Inner {
                     }
                     Ok(())
                 });
+            // Parts flushed without a full-text index, once flushing has
+            // caught up (after merges: a merge indexes its output itself).
+            let indexed = self.tracked(FaultKind::TextIndex, || self.index_text_backlog(true));
+            let round = round.and(indexed.map(|_| ()));
             // Objects whose removal grace is over (object storage only).
             self.holdable.remove_due();
             if round.is_err() {
@@ -1425,6 +1443,9 @@ impl Inner {
         s.compactions = self.compactions.load(Ordering::Relaxed);
         s.text_index_merges = self.text_index_merges.load(Ordering::Relaxed);
         s.text_index_rebuilds = self.text_index_rebuilds.load(Ordering::Relaxed);
+        s.text_index_builds = self.text_index_builds.load(Ordering::Relaxed);
+        s.text_index_build_seconds = self.text_index_build_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+        s.text_index_backlog_parts = self.text_backlog_parts();
         s.compaction_seconds = self.compaction_nanos.load(Ordering::Relaxed) as f64 / 1e9;
         s.compacting = self.compacting.load(Ordering::Relaxed);
         s.page_cache = self.page_cache.stats();

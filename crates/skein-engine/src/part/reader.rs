@@ -30,7 +30,9 @@ pub struct Part {
     pub meta: PartMeta,
     pub index: PartIndex,
     /// The full-text index, when the part has one (see [`Part::text_index`]).
-    text: Option<PartTextIndex>,
+    /// Set at most once: a part is written without one and indexed later
+    /// ([`Part::set_text_index`]), or opened with the one on disk.
+    text: std::sync::OnceLock<PartTextIndex>,
     source: ParquetSource,
     /// `source` for point reads (mapped into memory when local).
     point_source: ParquetSource,
@@ -55,7 +57,7 @@ pub struct Part {
     samples: Option<SampleTable>,
     /// A metric part's series, as its scans met them.
     series: SeriesMemo,
-    /// [`Part::memory_bytes`] but the series memo, counted once: a part never changes, and
+    /// [`Part::memory_bytes`] but the series memo and the text index, counted once: a part never changes, and
     /// counting walks every posting (`/api/v1/stats` and `/metrics` ask on
     /// every call; a client polling them took a tenth of a busy server).
     memory: std::sync::OnceLock<usize>,
@@ -231,7 +233,10 @@ impl Part {
         meta: PartMeta,
         index: PartIndex,
     ) -> Result<Part> {
-        let text = load_text_index(store, &text_name(meta.signal, meta.id));
+        let text = std::sync::OnceLock::new();
+        if let Some(ix) = load_text_index(store, &text_name(meta.signal, meta.id)) {
+            let _ = text.set(ix);
+        }
         // Just written with its part, or (from `open`) loaded or rebuilt
         // after this.
         let calls = if R::SIGNAL == Signal::Spans {
@@ -292,7 +297,20 @@ impl Part {
     /// The full-text index; `None` when the part has none (text queries
     /// then scan it).
     pub fn text_index(&self) -> Option<&PartTextIndex> {
-        self.text.as_ref()
+        self.text.get()
+    }
+
+    /// Gives the part the full-text index `index`, which the caller built
+    /// from exactly its rows and stored beside it as [`text_name`]. `false`
+    /// when it has one already (it keeps that one).
+    pub fn set_text_index(&self, index: PartTextIndex) -> bool {
+        self.text.set(index).is_ok()
+    }
+
+    /// Loads the part's full-text index from its store, where the caller
+    /// just put it, and gives it to the part ([`set_text_index`](Self::set_text_index)).
+    pub fn load_text_index(&self, store: &Arc<dyn PartStore>) -> bool {
+        load_text_index(store, &text_name(self.meta.signal, self.meta.id)).is_some_and(|ix| self.set_text_index(ix))
     }
 
     /// Whether no row of this part can fall in `w` (read off its metadata).
@@ -314,10 +332,10 @@ impl Part {
         *self.memory.get_or_init(|| {
             self.index.memory_bytes()
                 + self.arrow_meta.metadata().memory_size()
-                + self.text_index_memory_bytes() as usize
                 + self.calls.as_ref().map_or(0, CallsTable::memory_bytes)
                 + self.samples.as_ref().map_or(0, SampleTable::memory_bytes)
-        }) + self.series.memory_bytes()
+        }) + self.text_index_memory_bytes() as usize
+            + self.series.memory_bytes()
     }
 
     /// A metric part's sample table, when it has one.
@@ -333,12 +351,12 @@ impl Part {
 
     /// Bytes of the full-text index's file.
     pub fn text_index_bytes(&self) -> u64 {
-        self.text.as_ref().map_or(0, |t| t.size_bytes() as u64)
+        self.text.get().map_or(0, |t| t.size_bytes() as u64)
     }
 
     /// Heap bytes of the full-text index (its file is mapped, not counted).
     pub fn text_index_memory_bytes(&self) -> u64 {
-        self.text.as_ref().map_or(0, |t| t.memory_bytes() as u64)
+        self.text.get().map_or(0, |t| t.memory_bytes() as u64)
     }
 
     fn builder(&self) -> ParquetRecordBatchReaderBuilder<ParquetSource> {

@@ -247,14 +247,6 @@ impl<R: Columnar> PartWriter<R> {
         self.with_text_builder(PartTextBuilder::new(read))
     }
 
-    /// [`with_text_index`](Self::with_text_index) of a part whose rows are
-    /// known before they are pushed: `rows`, in the order they will be.
-    /// Their payloads are indexed from the start, beside the rest (see
-    /// [`PartTextBuilder::with_rows`]).
-    pub fn with_text_index_of_rows(self, read: PayloadText, rows: Vec<Arc<R>>) -> Self {
-        self.with_text_builder(PartTextBuilder::with_rows(read, rows))
-    }
-
     fn with_text_builder(mut self, builder: std::result::Result<PartTextBuilder, TextError>) -> Self {
         match builder.map_err(|e| e.to_string()).and_then(TextThread::start) {
             Ok(t) => self.text = Some(t),

@@ -76,6 +76,7 @@ const STATUS_KEYS: &[(&str, &str)] = &[
     ("logs", "LOGS"),
     ("metric_points", "METRIC POINTS"),
     ("parts", "PARTS"),
+    ("text_index_backlog_parts", "PARTS TO TEXT-INDEX"),
     ("bytes_on_disk", "ON DISK"),
     ("wal_bytes", "WAL"),
     ("disk_free_bytes", "DISK FREE"),
