@@ -553,7 +553,10 @@ fn wait_text_indexed(server: &SkeinProcess) -> Result<Instant, String> {
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
         let s = server.stats()?;
-        if s["text_index_backlog_parts"].as_u64() == Some(0) && s["frozen_tiers"].as_u64() == Some(0) {
+        // (A server from before indexes were built after the flush has no
+        // backlog: it indexes as it flushes.)
+        let backlog = s["text_index_backlog_parts"].as_u64().unwrap_or(0);
+        if backlog == 0 && s["frozen_tiers"].as_u64() == Some(0) {
             return Ok(Instant::now());
         }
         if Instant::now() > deadline {

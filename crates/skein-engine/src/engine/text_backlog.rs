@@ -38,6 +38,10 @@ const CHUNK_ROWS: usize = 8192;
 /// again later.
 const MAX_PAUSE: Duration = Duration::from_secs(10);
 
+/// Ingest this recent goes on: a half-full active tier is frozen soon. (A
+/// tier left half full when ingest stops waits for its age limit.)
+const INGEST_GOES_ON: Duration = Duration::from_secs(1);
+
 /// Parts whose index cannot be built, and why: not tried again until a
 /// restart, and a fault while any of them is still there.
 pub(super) type Unindexable = HashMap<(Signal, u64), String>;
@@ -110,11 +114,16 @@ impl Inner {
         }
     }
 
-    /// Whether flushing is behind ingest: a frozen tier waits, or the
-    /// active one is half full. An index build gives way then.
+    /// Whether flushing is behind ingest: a frozen tier waits, or ingest
+    /// goes on and the active tier is half full (it is frozen soon). An
+    /// index build gives way then.
     fn flush_is_behind(&self) -> bool {
-        let st = self.state.read();
-        !st.frozen.is_empty() || st.active.bytes() >= self.opts.hot_max_bytes / 2
+        let (frozen, active_bytes) = {
+            let st = self.state.read();
+            (st.frozen.len(), st.active.bytes())
+        };
+        frozen > 0
+            || (active_bytes >= self.opts.hot_max_bytes / 2 && self.last_ingest.lock().elapsed() < INGEST_GOES_ON)
     }
 
     /// Builds `p`'s index from its rows and stores it beside it.
