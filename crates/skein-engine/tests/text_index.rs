@@ -530,3 +530,38 @@ fn a_part_that_cannot_be_indexed_is_a_fault_and_is_scanned() {
     assert!(e.faults().is_empty(), "{:?}", e.faults());
     check(&e, &[], &logs).unwrap();
 }
+
+/// A hot tier left half full when ingest stops is frozen only at its age
+/// limit: the backlog is indexed meanwhile, not held back waiting for it.
+#[test]
+fn a_half_full_hot_tier_holds_the_backlog_back_only_while_ingest_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs: Vec<LogRecord> = (0..400).map(|i| log(i, (i % 4) as u8)).collect();
+    let e = Engine::open(options(dir.path())).unwrap();
+    e.ingest_logs(logs[..200].to_vec()).unwrap();
+    e.flush().unwrap();
+    e.ingest_logs(logs[200..].to_vec()).unwrap();
+    let hot = e.stats().hot_bytes as usize;
+    // Dropped unclosed: the second batch stays in the WAL, and comes back
+    // into the hot tier when the engine opens again.
+    drop(e);
+    let mut o = options(dir.path());
+    o.background = true;
+    o.hot_max_bytes = hot * 3 / 2;
+    o.hot_max_age = std::time::Duration::from_secs(3600);
+    let e = Engine::open(o).unwrap();
+    let st = e.stats();
+    assert_eq!((st.hot_records, st.text_index_backlog_parts), (200, 1), "{st:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while e.stats().text_index_backlog_parts > 0 {
+        assert!(std::time::Instant::now() < deadline, "held back: {:?}", e.stats());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let st = e.stats();
+    assert_eq!(
+        (st.hot_records, st.frozen_tiers),
+        (200, 0),
+        "the tier was not frozen: {st:?}"
+    );
+    check(&e, &[], &logs).unwrap();
+}
