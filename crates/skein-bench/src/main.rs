@@ -71,6 +71,13 @@ enum Mode {
     Sql(sql_mode::SqlArgs),
     /// PromQL side by side with the real Prometheus on the same samples (issue #23).
     Promql(promql_mode::PromqlArgs),
+    /// Write BENCHMARKS.md anew from the benchmarks.json beside it (after
+    /// merging entries of runs made into other directories).
+    Render {
+        /// The directory holding benchmarks.json.
+        #[arg(long, default_value = ".")]
+        out: std::path::PathBuf,
+    },
     /// (Internal) the engine's memory probe, run by `engine` as a child.
     #[command(hide = true)]
     EngineMemory(engine_mode::MemoryArgs),
@@ -92,6 +99,7 @@ fn main() -> ExitCode {
         Mode::Storage(a) => storage_mode::run(a),
         Mode::Sql(a) => sql_mode::run(a),
         Mode::Promql(a) => promql_mode::run(a),
+        Mode::Render { out } => report::rewrite(out),
         Mode::EngineMemory(a) => engine_mode::memory(a),
     };
     match r {

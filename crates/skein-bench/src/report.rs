@@ -25,6 +25,18 @@ pub fn write(out: &Path, mode: &str, result: Value) -> Result<(), String> {
     Ok(())
 }
 
+/// Writes `out`'s BENCHMARKS.md anew from its benchmarks.json: after
+/// entries of runs made apart (each into its own directory) are merged
+/// into one file, the page, its side-by-side summary included, is the
+/// figures of those runs and nothing else.
+pub fn rewrite(out: &Path) -> Result<(), String> {
+    let path = out.join(JSON_FILE);
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("read {}: {e}", path.display()))?;
+    let all: Map<String, Value> =
+        serde_json::from_str(&text).map_err(|e| format!("{} is not a JSON object: {e}", path.display()))?;
+    std::fs::write(out.join(MD_FILE), render(&all)).map_err(|e| format!("write {MD_FILE}: {e}"))
+}
+
 fn f(v: &Value, digits: usize) -> String {
     match v.as_f64() {
         Some(x) => format!("{x:.digits$}"),
