@@ -33,7 +33,8 @@
 //!   flush finishes / waking the background threads. `flushed_mx` is held
 //!   while `state` is read in `wait_for_room`, never the other way round.
 //! - a hot tier's payload map, the pack index, `last_ingest`, the fault
-//!   list, the shadow and page caches: leaves, taken with nothing else
+//!   list, the parts that cannot be text-indexed (`unindexable`), the
+//!   shadow and page caches: leaves, taken with nothing else
 //!   acquired after them (a search may take a payload map while it holds a
 //!   hot table, to read a body stored as a payload).
 //!
