@@ -31,7 +31,7 @@ pub struct Part {
     pub index: PartIndex,
     /// The full-text index, when the part has one (see [`Part::text_index`]).
     /// Set at most once: a part is written without one and indexed later
-    /// ([`Part::set_text_index`]), or opened with the one on disk.
+    /// ([`Part::load_text_index`]), or opened with the one on disk.
     text: std::sync::OnceLock<PartTextIndex>,
     source: ParquetSource,
     /// `source` for point reads (mapped into memory when local).
@@ -233,10 +233,9 @@ impl Part {
         meta: PartMeta,
         index: PartIndex,
     ) -> Result<Part> {
-        let text = std::sync::OnceLock::new();
-        if let Some(ix) = load_text_index(store, &text_name(meta.signal, meta.id)) {
-            let _ = text.set(ix);
-        }
+        let text = load_text_index(store, &text_name(meta.signal, meta.id))
+            .map(std::sync::OnceLock::from)
+            .unwrap_or_default();
         // Just written with its part, or (from `open`) loaded or rebuilt
         // after this.
         let calls = if R::SIGNAL == Signal::Spans {
@@ -300,17 +299,11 @@ impl Part {
         self.text.get()
     }
 
-    /// Gives the part the full-text index `index`, which the caller built
-    /// from exactly its rows and stored beside it as [`text_name`]. `false`
-    /// when it has one already (it keeps that one).
-    pub fn set_text_index(&self, index: PartTextIndex) -> bool {
-        self.text.set(index).is_ok()
-    }
-
-    /// Loads the part's full-text index from its store, where the caller
-    /// just put it, and gives it to the part ([`set_text_index`](Self::set_text_index)).
+    /// Gives the part the full-text index the caller just stored beside
+    /// it (as [`text_name`]), built from exactly its rows. `false` when it
+    /// cannot be opened, or the part has one already (it keeps that one).
     pub fn load_text_index(&self, store: &Arc<dyn PartStore>) -> bool {
-        load_text_index(store, &text_name(self.meta.signal, self.meta.id)).is_some_and(|ix| self.set_text_index(ix))
+        load_text_index(store, &text_name(self.meta.signal, self.meta.id)).is_some_and(|ix| self.text.set(ix).is_ok())
     }
 
     /// Whether no row of this part can fall in `w` (read off its metadata).
