@@ -56,16 +56,35 @@ pub fn quiet_since(engine: &Engine) -> Instant {
     }
 }
 
+/// What one timed ingest cost.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Timed {
+    /// From the first batch to the first quiet moment after the last ack.
+    pub seconds: f64,
+    /// Of those, the seconds after the last ack: the engine catching up
+    /// (flush, merges, text indexes) with no ingest to compete with.
+    pub after_ack_seconds: f64,
+    /// Process CPU seconds, all threads.
+    pub cpu_seconds: f64,
+}
+
+impl std::ops::AddAssign for Timed {
+    fn add_assign(&mut self, t: Timed) {
+        self.seconds += t.seconds;
+        self.after_ack_seconds += t.after_ack_seconds;
+        self.cpu_seconds += t.cpu_seconds;
+    }
+}
+
 /// Ingests `batches` from `writers` threads with `put` (then flushes, if
-/// `last`); returns the timed seconds (to the first quiet moment after)
-/// and the process CPU seconds spent.
+/// `last`), timed to the first quiet moment after.
 pub fn ingest<R: Send>(
     engine: &Engine,
     writers: usize,
     batches: Vec<Vec<R>>,
     last: bool,
     put: impl Fn(&Engine, Vec<R>) -> skein_engine::Result<IngestReport> + Sync,
-) -> Result<(f64, f64), String> {
+) -> Result<Timed, String> {
     let slots: Vec<Mutex<Option<Vec<R>>>> = batches.into_iter().map(|b| Mutex::new(Some(b))).collect();
     let next = AtomicU64::new(0);
     let cpu = crate::server::process_cpu_seconds();
@@ -90,10 +109,14 @@ pub fn ingest<R: Send>(
             .into_iter()
             .try_for_each(|t| t.join().map_err(|_| "writer panicked".to_string())?)
     })?;
+    let acked = Instant::now();
     if last {
         engine.flush().map_err(|e| e.to_string())?;
     }
     let quiet = quiet_since(engine);
-    let seconds = quiet.duration_since(started).as_secs_f64();
-    Ok((seconds, crate::server::process_cpu_seconds() - cpu))
+    Ok(Timed {
+        seconds: quiet.duration_since(started).as_secs_f64(),
+        after_ack_seconds: quiet.saturating_duration_since(acked).as_secs_f64(),
+        cpu_seconds: crate::server::process_cpu_seconds() - cpu,
+    })
 }

@@ -122,7 +122,11 @@ pub fn run(args: &LlmArgs) -> Result<(), String> {
             let batches: Vec<Vec<Span>> = these.chunks(args.run.batch as usize).map(<[Span]>::to_vec).collect();
             drop(these);
             let side = &mut sides[i];
-            let (secs, cpu) = ingest(&side.engine, args.run.writers, batches, last, Engine::ingest_spans)?;
+            let crate::inproc::Timed {
+                seconds: secs,
+                cpu_seconds: cpu,
+                ..
+            } = ingest(&side.engine, args.run.writers, batches, last, Engine::ingest_spans)?;
             side.seconds += secs;
             side.cpu_seconds += cpu;
         }

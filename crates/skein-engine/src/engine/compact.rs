@@ -116,6 +116,8 @@ impl Inner {
                     continue;
                 };
                 let inputs: Vec<Arc<Part>> = parts[run].to_vec();
+                // The text backlog leaves these to the merge from now on.
+                let _merging = self.merging.mark(&inputs);
                 let started = Instant::now();
                 self.compacting.store(true, Ordering::Relaxed);
                 let _done = Reset(&self.compacting);
@@ -278,6 +280,39 @@ pub(super) struct PartSwap {
     pub inputs: Vec<u64>,
     /// What replaces them; `None` drops them.
     pub output: Option<Arc<Part>>,
+}
+
+/// The parts a merge is rewriting: the text backlog does not index them
+/// (the merge builds or merges its output's index), and stops a build of
+/// one when its merge begins.
+#[derive(Default)]
+pub(super) struct MergingParts(parking_lot::Mutex<HashSet<(Signal, u64)>>);
+
+impl MergingParts {
+    /// Marks `inputs` until the guard is dropped.
+    pub(super) fn mark<'a>(&'a self, inputs: &[Arc<Part>]) -> MergingGuard<'a> {
+        let ids: Vec<(Signal, u64)> = inputs.iter().map(|p| (p.meta.signal, p.meta.id)).collect();
+        self.0.lock().extend(ids.iter().copied());
+        MergingGuard { set: self, ids }
+    }
+
+    pub(super) fn contains(&self, p: &Part) -> bool {
+        self.0.lock().contains(&(p.meta.signal, p.meta.id))
+    }
+}
+
+pub(super) struct MergingGuard<'a> {
+    set: &'a MergingParts,
+    ids: Vec<(Signal, u64)>,
+}
+
+impl Drop for MergingGuard<'_> {
+    fn drop(&mut self) {
+        let mut set = self.set.0.lock();
+        for id in &self.ids {
+            set.remove(id);
+        }
+    }
 }
 
 /// Clears a flag when dropped (also on an early return).

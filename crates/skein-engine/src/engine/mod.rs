@@ -18,8 +18,10 @@
 //!
 //! # Locks
 //! What each lock of [`Inner`] protects:
-//! - `freeze_lock`, `flush_lock`, `compact_lock`: one freeze, one flush and
-//!   one compaction at a time. Held for the whole task; outermost.
+//! - `freeze_lock`, `flush_lock`, `compact_lock`, `text_index_lock`: one
+//!   freeze, one flush, one compaction and one text-index build at a time.
+//!   Held for the whole task; outermost. (A build runs beside a merge: it
+//!   leaves the merge's inputs alone, see `compact::MergingParts`.)
 //! - `gate` (`RwLock<()>`): the order of WAL sequence numbers and tiers.
 //!   Ingest reads it from its WAL append until its records are in the active
 //!   tier; a freeze writes it while it rotates the WAL and swaps the tier.
@@ -34,7 +36,7 @@
 //!   while `state` is read in `wait_for_room`, never the other way round.
 //! - a hot tier's payload map, the pack index, `last_ingest`, the fault
 //!   list, the parts that cannot be text-indexed (`unindexable`), the
-//!   shadow and page caches: leaves, taken with nothing else
+//!   parts being merged (`merging`), the shadow and page caches: leaves, taken with nothing else
 //!   acquired after them (a search may take a payload map while it holds a
 //!   hot table, to read a body stored as a payload).
 //!
@@ -284,6 +286,11 @@ pub(crate) struct Inner {
     /// full do not each build a next tier.
     freeze_lock: Mutex<()>,
     compact_lock: Mutex<()>,
+    /// One text-index build at a time (the background thread's, or
+    /// [`Engine::index_text`]'s).
+    text_index_lock: Mutex<()>,
+    /// The parts a merge is rewriting (see [`compact::MergingParts`]).
+    merging: compact::MergingParts,
     stop: Arc<AtomicBool>,
     wake: Mutex<bool>,
     wake_cv: Condvar,
@@ -388,6 +395,18 @@ impl Engine {
                 })
                 .map_err(|e| Error::io("spawn compaction thread", e))?,
         );
+        if self.inner.opts.full_text {
+            let inner = self.inner.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("skein-text-index".into())
+                    .spawn(move || {
+                        lower_thread_priority();
+                        inner.text_index_loop()
+                    })
+                    .map_err(|e| Error::io("spawn text index thread", e))?,
+            );
+        }
         if !self.inner.opts.retention.is_forever() || self.inner.opts.on_disk_full == OnDiskFull::Evict {
             let inner = self.inner.clone();
             threads.push(
@@ -785,7 +804,7 @@ impl Engine {
 
     /// Builds the full-text index of every part that has none yet (a
     /// flush writes its part without one), synchronously, whatever ingest
-    /// is doing; the compaction thread does this once flushing has caught
+    /// is doing; a background thread does this once flushing has caught
     /// up. Returns how many it built.
     pub fn index_text(&self) -> Result<usize> {
         self.inner
@@ -1378,10 +1397,6 @@ impl Inner {
                     }
                     Ok(())
                 });
-            // Parts flushed without a full-text index, once flushing has
-            // caught up (after merges: a merge indexes its output itself).
-            let indexed = self.tracked(FaultKind::TextIndex, || self.index_text_backlog(true));
-            let round = round.and(indexed.map(|_| ()));
             // Objects whose removal grace is over (object storage only).
             self.holdable.remove_due();
             if round.is_err() {

@@ -157,6 +157,8 @@ pub(super) fn open(opts: EngineOptions) -> Result<Inner> {
         flush_lock: Mutex::new(()),
         freeze_lock: Mutex::new(()),
         compact_lock: Mutex::new(()),
+        text_index_lock: Mutex::new(()),
+        merging: Default::default(),
         stop: Arc::new(AtomicBool::new(false)),
         wake: Mutex::new(false),
         wake_cv: Condvar::new(),

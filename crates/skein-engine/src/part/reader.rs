@@ -573,6 +573,19 @@ impl Part {
         (groups, RowSelection::from(selectors))
     }
 
+    /// Streams every record in row (time) order, holding only its text
+    /// ([`Columnar::text_records`]), `batch_rows` at a time: what a text
+    /// index is built from, without decoding the rest of each row.
+    pub fn scan_text<R: Columnar>(&self, batch_rows: usize) -> Result<impl Iterator<Item = Result<Vec<R>>> + use<R>> {
+        let mask = ProjectionMask::columns(self.arrow_meta.parquet_schema(), R::text_columns().iter().copied());
+        let reader = self
+            .builder()
+            .with_projection(mask)
+            .with_batch_size(batch_rows)
+            .build()?;
+        Ok(reader.map(|b| R::text_records(&b?)))
+    }
+
     /// Streams every record in row (time) order, `batch_rows` at a time.
     pub fn scan<R: Columnar>(&self, batch_rows: usize) -> Result<impl Iterator<Item = Result<Vec<R>>> + use<R>> {
         let reader = self

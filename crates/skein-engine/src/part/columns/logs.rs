@@ -40,13 +40,36 @@ pub const TEXT_COLUMNS: &[&str] = &["body", "body_json", "attributes", "event_na
 /// Row `i` of a batch of [`TEXT_COLUMNS`] as a record holding only those
 /// fields: enough to decide a text query on it before the whole row is read.
 pub fn text_record(batch: &RecordBatch, i: usize) -> Result<LogRecord> {
-    let c = Cols::new(batch);
-    Ok(LogRecord {
-        body: body_at(c.str("body")?, c.str("body_json")?, i)?,
-        attributes: parse_attrs(get_str(c.str("attributes")?, i))?,
-        event_name: get_string(c.str("event_name")?, i),
-        ..Default::default()
-    })
+    TextColumns::of(batch)?.record(i)
+}
+
+/// The [`TEXT_COLUMNS`] of a batch.
+struct TextColumns<'a> {
+    body: Option<&'a StringArray>,
+    body_json: Option<&'a StringArray>,
+    attributes: Option<&'a StringArray>,
+    event_name: Option<&'a StringArray>,
+}
+
+impl<'a> TextColumns<'a> {
+    fn of(batch: &'a RecordBatch) -> Result<TextColumns<'a>> {
+        let c = Cols::new(batch);
+        Ok(TextColumns {
+            body: c.str("body")?,
+            body_json: c.str("body_json")?,
+            attributes: c.str("attributes")?,
+            event_name: c.str("event_name")?,
+        })
+    }
+
+    fn record(&self, i: usize) -> Result<LogRecord> {
+        Ok(LogRecord {
+            body: body_at(self.body, self.body_json, i)?,
+            attributes: parse_attrs(get_str(self.attributes, i))?,
+            event_name: get_string(self.event_name, i),
+            ..Default::default()
+        })
+    }
 }
 
 /// Row `i`'s body: a string in `body`, any other value in `body_json`.
@@ -159,6 +182,15 @@ impl Columnar for LogRecord {
             Arc::new(scope.finish()),
         ];
         Ok(RecordBatch::try_new(SCHEMA.clone(), cols)?)
+    }
+
+    fn text_columns() -> &'static [&'static str] {
+        TEXT_COLUMNS
+    }
+
+    fn text_records(batch: &RecordBatch) -> Result<Vec<LogRecord>> {
+        let c = TextColumns::of(batch)?;
+        (0..batch.num_rows()).map(|i| c.record(i)).collect()
     }
 
     fn from_batch(batch: &RecordBatch, shared: &SharedParse) -> Result<Vec<LogRecord>> {

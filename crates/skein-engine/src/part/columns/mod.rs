@@ -43,6 +43,16 @@ pub trait Columnar: Record + crate::text::TextRecord {
     fn to_batch(rows: &[&Self]) -> Result<RecordBatch>;
     /// Decodes a batch; resource and scope JSON are parsed through `shared`.
     fn from_batch(batch: &RecordBatch, shared: &SharedParse) -> Result<Vec<Self>>;
+    /// The columns a record's searchable text is made of (see
+    /// `text::TextRecord`): what a text-index build reads.
+    fn text_columns() -> &'static [&'static str] {
+        Self::record_columns()
+    }
+    /// Decodes a batch of [`text_columns`](Self::text_columns) into records
+    /// holding their text and nothing else.
+    fn text_records(batch: &RecordBatch) -> Result<Vec<Self>> {
+        Self::from_batch(batch, &SharedParse::default())
+    }
 }
 
 pub(crate) fn ts_type() -> DataType {

@@ -318,6 +318,37 @@ impl Columnar for Span {
         Ok(RecordBatch::try_new(SCHEMA.clone(), cols)?)
     }
 
+    /// What `text::TextRecord` reads of a span: its name, status message,
+    /// attributes and events.
+    fn text_columns() -> &'static [&'static str] {
+        &["name", "status_message", "attributes", "events"]
+    }
+
+    fn text_records(batch: &RecordBatch) -> Result<Vec<Span>> {
+        let c = Cols::new(batch);
+        let name = c.str("name")?;
+        let status_message = c.str("status_message")?;
+        let attributes = c.str("attributes")?;
+        let events = c.str("events")?;
+        (0..batch.num_rows())
+            .map(|i| {
+                Ok(Span {
+                    name: get_string(name, i),
+                    status: Status {
+                        message: get_string(status_message, i),
+                        ..Default::default()
+                    },
+                    attributes: parse_attrs(get_str(attributes, i))?,
+                    events: match get_str(events, i) {
+                        Some(t) => events_from_json(&parse_json(t, "events")?)?,
+                        None => Vec::new(),
+                    },
+                    ..Default::default()
+                })
+            })
+            .collect()
+    }
+
     fn from_batch(batch: &RecordBatch, shared: &SharedParse) -> Result<Vec<Span>> {
         let c = Cols::new(batch);
         let trace_id = c.fixed("trace_id")?;
