@@ -63,7 +63,8 @@ pub(super) type Unindexable = HashMap<(Signal, u64), String>;
 /// How a build of a part's index ended.
 enum Built {
     Indexed,
-    /// It gave way to flushing for too long: tried again next round.
+    /// It gave way to flushing for too long, or the engine stops: tried
+    /// again next round.
     Paused,
     /// The part is gone, or a merge rewrites it: nothing to keep.
     Dropped,
@@ -195,7 +196,7 @@ impl Inner {
                 })
                 .map_err(|e| Error::io("start the text backlog's decoder", e))?;
             for chunk in rx {
-                if yield_to_flush && !self.wait_for_flush_to_catch_up() {
+                if self.stop.load(Ordering::SeqCst) || (yield_to_flush && !self.wait_for_flush_to_catch_up()) {
                     return Ok(Some(Built::Paused));
                 }
                 if self.merging.contains(p) || !self.is_live(p) {
