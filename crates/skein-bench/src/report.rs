@@ -576,7 +576,7 @@ fn render_text(v: &Value) -> String {
     let mut s = String::from("## Full-text search over logs, in process (`skein-bench text`)\n\n");
     s.push_str(&machine(&v["machine"]));
     s.push_str(&format!(
-        "- {} log records of the agent corpus ({} body bytes; `{}` in {} of them, the rare word `{}` planted in {}, one in {}), in batches of {} from {} writer threads, durability `{}`, into two engines at once: `full_text` on and off, a chunk of {} records at a time in alternating order. Generation is off the clock; each chunk's clock runs until its flushes and merges are done (merges while idle off, so the other engine stays quiet). Every hit is checked: its body holds the word as a whole word, and the hits are exactly the generator's (the rare word's count is the generator's).\n\n",
+        "- {} log records of the agent corpus ({} body bytes; `{}` in {} of them, the rare word `{}` planted in {}, one in {}), in batches of {} from {} writer threads, durability `{}`, into two engines at once: `full_text` on and off, a chunk of {} records at a time in alternating order. Generation is off the clock; each chunk's clock runs until its flushes, merges and text indexes are done (merges while idle off, so the other engine stays quiet). Every hit is checked: its body holds the word as a whole word, and the hits are exactly the generator's (the rare word's count is the generator's).\n\n",
         thousands(&c["logs"]),
         thousands(&c["body_bytes"]),
         f(&c["common_word"], 0),
@@ -601,6 +601,16 @@ fn render_text(v: &Value) -> String {
             "ingest CPU per record (µs)",
             f(&on["ingest_cpu_us_per_log"], 2),
             f(&off["ingest_cpu_us_per_log"], 2),
+        ),
+        (
+            "seconds on the clock",
+            f(&on["ingest_seconds"], 1),
+            f(&off["ingest_seconds"], 1),
+        ),
+        (
+            "of which after each chunk's last ack (flush, merges, text indexes catching up)",
+            f(&on["ingest_after_ack_seconds"], 1),
+            f(&off["ingest_after_ack_seconds"], 1),
         ),
         (
             "full compaction (s)",
