@@ -375,49 +375,24 @@ impl Engine {
         if let Some(t) = self.inner.wal.spawn_ticker(self.inner.stop.clone()) {
             threads.push(t);
         }
-        let inner = self.inner.clone();
-        threads.push(
-            std::thread::Builder::new()
-                .name("skein-flush".into())
-                .spawn(move || {
-                    lower_thread_priority();
-                    inner.flush_loop()
-                })
-                .map_err(|e| Error::io("spawn flush thread", e))?,
-        );
-        let inner = self.inner.clone();
-        threads.push(
-            std::thread::Builder::new()
-                .name("skein-compact".into())
-                .spawn(move || {
-                    lower_thread_priority();
-                    inner.compact_loop()
-                })
-                .map_err(|e| Error::io("spawn compaction thread", e))?,
-        );
-        if self.inner.opts.full_text {
+        // Each in the idle scheduling class (see `lower_thread_priority`).
+        let background = |name: &str, run: fn(&Inner)| -> Result<JoinHandle<()>> {
             let inner = self.inner.clone();
-            threads.push(
-                std::thread::Builder::new()
-                    .name("skein-text-index".into())
-                    .spawn(move || {
-                        lower_thread_priority();
-                        inner.text_index_loop()
-                    })
-                    .map_err(|e| Error::io("spawn text index thread", e))?,
-            );
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || {
+                    lower_thread_priority();
+                    run(&inner)
+                })
+                .map_err(|e| Error::io(format!("spawn thread {name}"), e))
+        };
+        threads.push(background("skein-flush", Inner::flush_loop)?);
+        threads.push(background("skein-compact", Inner::compact_loop)?);
+        if self.inner.opts.full_text {
+            threads.push(background("skein-text-index", Inner::text_index_loop)?);
         }
         if !self.inner.opts.retention.is_forever() || self.inner.opts.on_disk_full == OnDiskFull::Evict {
-            let inner = self.inner.clone();
-            threads.push(
-                std::thread::Builder::new()
-                    .name("skein-retention".into())
-                    .spawn(move || {
-                        lower_thread_priority();
-                        inner.retention_loop()
-                    })
-                    .map_err(|e| Error::io("spawn retention thread", e))?,
-            );
+            threads.push(background("skein-retention", Inner::retention_loop)?);
         }
         Ok(())
     }
