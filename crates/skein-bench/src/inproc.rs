@@ -40,7 +40,7 @@ pub fn quiet_options(dir: &Path, durability: &str) -> Result<EngineOptions, Stri
 
 /// Waits until nothing is frozen, no merge runs and every part has its
 /// full-text index (built after its flush) for 700 ms (longer than the
-/// compaction thread's poll); returns when that quiet began.
+/// compaction and text-index threads' polls); returns when that quiet began.
 pub fn quiet_since(engine: &Engine) -> Instant {
     let mut since: Option<Instant> = None;
     loop {

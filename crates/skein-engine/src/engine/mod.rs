@@ -1293,7 +1293,7 @@ impl Inner {
             },
         )?
         .with_index(index);
-        // No full-text index: the compaction thread builds it once flushing
+        // No full-text index: the text-index thread builds it once flushing
         // has caught up (see `text_backlog`).
         for (r, key) in rows {
             w.push_keyed(r, key)?;
