@@ -122,13 +122,9 @@ pub fn run(args: &LlmArgs) -> Result<(), String> {
             let batches: Vec<Vec<Span>> = these.chunks(args.run.batch as usize).map(<[Span]>::to_vec).collect();
             drop(these);
             let side = &mut sides[i];
-            let crate::inproc::Timed {
-                seconds: secs,
-                cpu_seconds: cpu,
-                ..
-            } = ingest(&side.engine, args.run.writers, batches, last, Engine::ingest_spans)?;
-            side.seconds += secs;
-            side.cpu_seconds += cpu;
+            let timed = ingest(&side.engine, args.run.writers, batches, last, Engine::ingest_spans)?;
+            side.seconds += timed.seconds;
+            side.cpu_seconds += timed.cpu_seconds;
         }
         pb.inc(spans_in);
         round += 1;

@@ -36,9 +36,10 @@
 //!   while `state` is read in `wait_for_room`, never the other way round.
 //! - a hot tier's payload map, the pack index, `last_ingest`, the fault
 //!   list, the parts that cannot be text-indexed (`unindexable`), the
-//!   parts being merged (`merging`), the shadow and page caches: leaves, taken with nothing else
-//!   acquired after them (a search may take a payload map while it holds a
-//!   hot table, to read a body stored as a payload).
+//!   parts being merged (`merging`), the shadow and page caches: leaves,
+//!   taken with nothing else acquired after them (a search may take a
+//!   payload map while it holds a hot table, to read a body stored as a
+//!   payload).
 //!
 //! - `payload_gate` (`RwLock<()>`): read by an ingest from deciding which
 //!   payloads are stored already to inserting its records; written by
